@@ -1,0 +1,34 @@
+# Development entry points. `make simulate` and `make test` set everything up on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PROVIDERS := $(wildcard providers/*/pyproject.toml)
+
+.PHONY: setup simulate test lint unit integration cluster-build
+
+$(BIN)/karpenter: pyproject.toml $(PROVIDERS) conformance/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]' $(foreach p,$(PROVIDERS),-e $(dir $(p))) -e conformance
+	touch $@
+
+setup: $(BIN)/karpenter
+
+simulate: setup
+	$(BIN)/karpenter simulate
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+unit: setup
+	$(BIN)/pytest -m "not integration"
+
+cluster-build: setup
+	$(BIN)/python -m karpenter_conformance.cluster build
+
+integration: cluster-build
+	$(BIN)/pytest -m integration
+
+test: lint unit integration

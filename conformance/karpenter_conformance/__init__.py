@@ -1,0 +1,1 @@
+"""Conformance tooling for karpenter-py: a real local cluster and pytest fixtures for it."""

@@ -1,0 +1,85 @@
+"""Command line: ``python -m karpenter_conformance.cluster build|up|down|env``."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from karpenter_conformance.cluster import build, control_plane, crds
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    return args.state_dir or control_plane.default_state_dir()
+
+
+def _build(args: argparse.Namespace) -> None:
+    if build.is_built() and not args.force:
+        print(f"already built: {build.bin_dir()} ({build.read_manifest().get('kubernetes')})")
+        return
+    result = build.build(force=args.force)
+    print(f"built kubernetes {result.kubernetes.version} into {result.bin_dir}")
+
+
+def _up(args: argparse.Namespace) -> None:
+    if args.no_crds:
+        files: list[Path] = []
+    elif args.crd_dir:
+        files = control_plane.crd_files_in(args.crd_dir)
+    else:
+        files = control_plane.default_crd_files(control_plane.find_project_root(Path.cwd()))
+    cluster = control_plane.ControlPlane(_state_dir(args))
+    seconds = cluster.start(files)
+    for name, info in cluster.describe().items():
+        print(f"{name:<24} pid {info['pid']:<8} log {info['log']}", file=sys.stderr)
+    print(f"{len(files)} CRD file(s) applied; control plane up in {seconds:.1f}s", file=sys.stderr)
+    print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
+
+
+def _down(args: argparse.Namespace) -> None:
+    control_plane.ControlPlane(_state_dir(args)).stop()
+    print("control plane stopped", file=sys.stderr)
+
+
+def _env(args: argparse.Namespace) -> None:
+    kubeconfig = control_plane.ControlPlane(_state_dir(args)).kubeconfig
+    if not kubeconfig.is_file():
+        raise control_plane.ClusterError(f"no kubeconfig at {kubeconfig}; run `up` first")
+    print(f"export KUBECONFIG={shlex.quote(str(kubeconfig))}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    parser = argparse.ArgumentParser(
+        prog="python -m karpenter_conformance.cluster",
+        description="Build and run a local Kubernetes control plane with KWOK.",
+    )
+    parser.add_argument(
+        "--state-dir", type=Path, help=f"runtime files (default: ${control_plane.STATE_ENV} "
+        "or ~/.cache/karpenter-py/cluster/run)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    build_cmd = commands.add_parser("build", help="build and cache the binaries")
+    build_cmd.add_argument("--force", action="store_true", help="rebuild even if cached")
+    build_cmd.set_defaults(run=_build)
+    up_cmd = commands.add_parser("up", help="start the control plane and apply CRDs")
+    up_cmd.add_argument(
+        "--crd-dir", type=Path, action="append",
+        help="directory of CRD YAML to apply (repeatable; default: the project's CRDs)",
+    )
+    up_cmd.add_argument("--no-crds", action="store_true", help="apply no CRDs")
+    up_cmd.set_defaults(run=_up)
+    commands.add_parser("down", help="stop the control plane").set_defaults(run=_down)
+    commands.add_parser("env", help="print the KUBECONFIG export").set_defaults(run=_env)
+    args = parser.parse_args(argv)
+    try:
+        args.run(args)
+    except (build.BuildError, control_plane.ClusterError, crds.CrdError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,364 @@
+"""Build the control-plane binaries from Go modules, once per pinned version set.
+
+Binaries, wrapper modules, build logs and the assembled KWOK stages live in a cache
+directory outside the repository (``~/.cache/karpenter-py/cluster/<versions-key>`` or
+``$KARPENTER_CLUSTER_CACHE/<versions-key>``); nothing here is ever committed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from karpenter_conformance.cluster import versions
+from karpenter_conformance.cluster.logs import tail
+
+CACHE_ENV = "KARPENTER_CLUSTER_CACHE"
+KUBERNETES_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
+ALL_BINARIES = ("etcd", "kwok", *KUBERNETES_COMMANDS)
+STAGES_FILE = "kwok-stages.yaml"
+MANIFEST_FILE = "versions.json"
+_STAGING_REPLACE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/src/", re.MULTILINE)
+
+Log = Callable[[str], None]
+
+
+class BuildError(RuntimeError):
+    """A build step failed; the message says which and why."""
+
+
+@dataclass
+class BuildResult:
+    """What a build produced: the Kubernetes release used and seconds per step."""
+
+    bin_dir: Path
+    kubernetes: versions.KubernetesRelease
+    seconds: dict[str, float] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)
+
+
+def cache_root() -> Path:
+    """Root of the binary cache (``$KARPENTER_CLUSTER_CACHE`` or ``~/.cache/...``)."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser()
+    return Path.home() / ".cache" / "karpenter-py" / "cluster"
+
+
+def cache_dir() -> Path:
+    """Cache directory of the pinned version set."""
+    return cache_root() / versions.versions_key()
+
+
+def bin_dir() -> Path:
+    """Directory holding the built binaries."""
+    return cache_dir() / "bin"
+
+
+def stages_path() -> Path:
+    """Path of the KWOK stage definitions assembled at build time."""
+    return cache_dir() / STAGES_FILE
+
+
+def is_built() -> bool:
+    """True when every binary and the KWOK stages are in the cache."""
+    return stages_path().is_file() and all((bin_dir() / name).is_file() for name in ALL_BINARIES)
+
+
+def read_manifest() -> dict[str, Any]:
+    """Versions and timings recorded by the last successful build."""
+    path = cache_dir() / MANIFEST_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _format_seconds(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}m{rest:02d}s" if minutes else f"{seconds:.1f}s"
+
+
+def _go_env() -> dict[str, str]:
+    go = shutil.which("go")
+    if go is None:
+        raise BuildError(
+            "the Go toolchain is not on PATH; install Go >= 1.26 to build the local control "
+            "plane, or run the tests with --cluster-backend external"
+        )
+    env = dict(os.environ)
+    # Never let the go command fetch another toolchain behind our back.
+    env["GOTOOLCHAIN"] = "local"
+    env["CGO_ENABLED"] = "0"
+    env.pop("GOFLAGS", None)
+    return env
+
+
+def _go_json(args: Sequence[str], env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:
+    """Run a go command printing a stream of JSON objects and decode them."""
+    proc = subprocess.run(
+        ["go", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    decoder = json.JSONDecoder()
+    text, objects, pos = proc.stdout, [], 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            break
+        obj, pos = decoder.raw_decode(text, pos)
+        objects.append(obj)
+    if not objects and proc.returncode != 0:
+        raise BuildError(f"`go {' '.join(args)}` failed:\n{proc.stderr.strip()}")
+    return objects
+
+
+class _GoJob:
+    """One go command running in the background, its output in a log file."""
+
+    def __init__(self, name: str, args: Sequence[str], cwd: Path, env: dict[str, str], log: Path):
+        self.name = name
+        self.log = log
+        self.args = list(args)
+        self._started = time.monotonic()
+        with log.open("w") as out:
+            out.write(f"$ go {' '.join(self.args)}\n")
+            out.flush()
+            self._proc = subprocess.Popen(
+                ["go", *self.args], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+
+    def stop(self) -> None:
+        """Kill the command if it is still running."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+    def wait(self) -> float:
+        """Wait for the command; return its wall time or raise with the log's tail."""
+        code = self._proc.wait()
+        elapsed = time.monotonic() - self._started
+        if code != 0:
+            raise BuildError(
+                f"building {self.name} failed (exit {code}); last lines of {self.log}:\n"
+                f"{tail(self.log)}"
+            )
+        return elapsed
+
+
+def _check_modules(
+    release: versions.KubernetesRelease, env: dict[str, str], cwd: Path
+) -> tuple[list[str], str, list[str]]:
+    """Ask the module proxy for a release and its staging modules.
+
+    Returns (refused module@version with reason, the release's go version, staging modules).
+    """
+    main = f"{versions.KUBERNETES_MODULE}@{release.version}"
+    (info,) = _go_json(["list", "-m", "-e", "-json", main], env, cwd)
+    if "Error" in info:
+        return [f"{main}: {info['Error']['Err']}"], "", []
+    staging = sorted(set(_STAGING_REPLACE.findall(Path(info["GoMod"]).read_text())))
+    queries = [f"{module}@{release.staging}" for module in staging]
+    refused = [
+        f"{obj['Path']}@{obj['Version']}: {obj['Error']['Err']}"
+        for obj in _go_json(["list", "-m", "-e", "-json", *queries], env, cwd)
+        if "Error" in obj
+    ]
+    return refused, info.get("GoVersion", ""), staging
+
+
+def _local_go_version(env: dict[str, str]) -> str:
+    """Version of the go command on PATH, e.g. ``1.26.8``."""
+    out = subprocess.run(
+        ["go", "env", "GOVERSION"], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return out.removeprefix("go")
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def _pick_kubernetes(
+    env: dict[str, str], work: Path, log: Log
+) -> tuple[versions.KubernetesRelease, list[str], list[str]]:
+    """First release (pinned, then fallbacks) whose modules are all served."""
+    all_refused: list[str] = []
+    for release in (versions.KUBERNETES, *versions.KUBERNETES_FALLBACKS):
+        refused, go_version, staging = _check_modules(release, env, work)
+        local = _local_go_version(env)
+        if not refused and _version_tuple(go_version) > _version_tuple(local):
+            refused = [
+                f"{versions.KUBERNETES_MODULE}@{release.version}: needs go {go_version}, "
+                f"have go {local}"
+            ]
+        if not refused:
+            return release, staging, all_refused
+        for line in refused:
+            log(f"[build] refused: {line}")
+        all_refused.extend(refused)
+    raise BuildError(
+        "no Kubernetes release could be fetched from the Go module proxy:\n"
+        + "\n".join(all_refused)
+    )
+
+
+def _kubernetes_go_mod(
+    release: versions.KubernetesRelease, go_version: str, staging: list[str]
+) -> str:
+    replaces = "\n".join(f"\t{module} => {module} {release.staging}" for module in staging)
+    return (
+        "module example.local/karpenter-kubernetes-bin\n\n"
+        f"go {go_version}\n\n"
+        f"require {versions.KUBERNETES_MODULE} {release.version}\n\n"
+        f"replace (\n{replaces}\n)\n"
+    )
+
+
+def _etcd_go_mod(go_version: str) -> str:
+    return (
+        "module example.local/karpenter-etcd-bin\n\n"
+        f"go {go_version}\n\n"
+        f"require {versions.ETCD_MODULE} {versions.ETCD}\n"
+    )
+
+
+def _fresh_dir(path: Path) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def _kubernetes_ldflags(release: versions.KubernetesRelease) -> str:
+    base = "k8s.io/component-base/version"
+    return (
+        f"-s -w -X {base}.gitVersion={release.version} -X {base}.gitMajor=1 "
+        f"-X {base}.gitMinor={release.minor} -X {base}.gitTreeState=clean"
+    )
+
+
+def _install(staging_bin: Path, names: Sequence[str]) -> None:
+    """Move freshly built binaries into the cache's bin directory."""
+    bin_dir().mkdir(parents=True, exist_ok=True)
+    for name in names:
+        os.replace(staging_bin / name, bin_dir() / name)
+
+
+def _assemble_stages(env: dict[str, str], work: Path) -> None:
+    """Join KWOK's stage definitions from its module into one YAML stream."""
+    (info,) = _go_json(
+        ["mod", "download", "-json", f"{versions.KWOK_MODULE}@{versions.KWOK}"], env, work
+    )
+    if "Error" in info:
+        raise BuildError(f"cannot download {versions.KWOK_MODULE}@{versions.KWOK}: {info['Error']}")
+    stage_root = Path(info["Dir"]) / "kustomize" / "stage"
+    documents = []
+    for relative in versions.KWOK_STAGES:
+        path = stage_root / relative
+        if not path.is_file():
+            raise BuildError(f"KWOK stage {relative} is missing from {stage_root}")
+        documents.append(path.read_text().strip() + "\n")
+    stages_path().write_text("---\n".join(documents))
+
+
+def _run_jobs(jobs: Iterator[_GoJob], seconds: dict[str, float], log: Log) -> None:
+    """Start all jobs, then wait for each; stop the others if one fails."""
+    started = list(jobs)
+    try:
+        for job in started:
+            seconds[job.name] = job.wait()
+            log(f"[build] {job.name} built in {_format_seconds(seconds[job.name])}")
+    finally:
+        for job in started:
+            job.stop()
+
+
+def build(force: bool = False, log: Log = _stderr) -> BuildResult:
+    """Build whatever binaries are missing from the cache (all of them with ``force``)."""
+    env = _go_env()
+    root = cache_dir()
+    logs = root / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    work = _fresh_dir(root / "work")
+    out = work / "out"
+    seconds: dict[str, float] = {}
+    manifest = {} if force else read_manifest()
+    release = versions.KubernetesRelease(
+        manifest.get("kubernetes", versions.KUBERNETES.version),
+        manifest.get("staging", versions.KUBERNETES.staging),
+    )
+    refused: list[str] = manifest.get("refused", [])
+    go_version = _local_go_version(env)
+
+    def missing(*names: str) -> bool:
+        return force or not all((bin_dir() / name).is_file() for name in names)
+
+    def first_jobs() -> Iterator[_GoJob]:
+        if missing("etcd"):
+            etcd_src = _fresh_dir(work / "etcd")
+            (etcd_src / "go.mod").write_text(_etcd_go_mod(go_version))
+            log(f"[build] etcd {versions.ETCD}: building")
+            yield _GoJob(
+                "etcd",
+                ["build", "-mod=mod", "-trimpath", "-ldflags=-s -w", "-o", str(out / "etcd"),
+                 versions.ETCD_MODULE],
+                etcd_src, env, logs / "etcd.log",
+            )
+        if missing("kwok"):
+            log(f"[build] kwok {versions.KWOK}: building")
+            yield _GoJob(
+                "kwok",
+                ["install", "-trimpath", "-ldflags=-s -w",
+                 f"{versions.KWOK_MODULE}/cmd/kwok@{versions.KWOK}"],
+                work, {**env, "GOBIN": str(out)}, logs / "kwok.log",
+            )
+
+    total = time.monotonic()
+    out.mkdir()
+    # etcd and kwok are small: build them side by side.
+    _run_jobs(first_jobs(), seconds, log)
+    _install(out, [name for name in ("etcd", "kwok") if name in seconds])
+
+    if missing(*KUBERNETES_COMMANDS):
+        release, staging, refused = _pick_kubernetes(env, work, log)
+        k8s_src = _fresh_dir(work / "kubernetes")
+        (k8s_src / "go.mod").write_text(_kubernetes_go_mod(release, go_version, staging))
+        log(f"[build] kubernetes {release.version} (staging {release.staging}): building "
+            f"{', '.join(KUBERNETES_COMMANDS)} in one go build")
+        packages = [f"{versions.KUBERNETES_MODULE}/cmd/{name}" for name in KUBERNETES_COMMANDS]
+        job = _GoJob(
+            "kubernetes",
+            ["build", "-mod=mod", "-trimpath", f"-ldflags={_kubernetes_ldflags(release)}",
+             "-o", f"{out}/", *packages],
+            k8s_src, env, logs / "kubernetes.log",
+        )
+        _run_jobs(iter([job]), seconds, log)
+        _install(out, KUBERNETES_COMMANDS)
+
+    if force or not stages_path().is_file():
+        _assemble_stages(env, work)
+        log(f"[build] kwok stages written to {stages_path()}")
+    shutil.rmtree(work, ignore_errors=True)
+
+    previous = manifest.get("build_seconds", {})
+    (root / MANIFEST_FILE).write_text(json.dumps({
+        "kubernetes": release.version,
+        "staging": release.staging,
+        "etcd": versions.ETCD,
+        "kwok": versions.KWOK,
+        "build_seconds": {**previous, **{k: round(v, 1) for k, v in seconds.items()}},
+        "refused": refused,
+    }, indent=2) + "\n")
+    log(f"[build] done in {_format_seconds(time.monotonic() - total)}; binaries in {bin_dir()}")
+    return BuildResult(bin_dir(), release, seconds, refused)

@@ -1,0 +1,188 @@
+"""``karpenter simulate``: what nodes Karpenter would launch for these manifests, at what price."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+import click
+
+from karpenter_core.apis.quantity import format_quantity
+from karpenter_core.cloudprovider.plugin import ProviderContext
+from karpenter_core.cloudprovider.registry import UnknownProviderError, discover
+from karpenter_core.cloudprovider.types import CloudProviderError
+from karpenter_core.manifests import (
+    ManifestError,
+    build_snapshot,
+    load_default_scenario,
+    load_documents,
+)
+from karpenter_core.scheduling.scheduler import NewNodeClaim, Results, schedulable, schedule
+
+
+def _provider_options(command: click.Command) -> click.Command:
+    """Add every discovered provider's settings as ``--<name>`` options."""
+    seen: set[str] = set()
+    for record in discover().records.values():
+        for option in record.options:
+            if option.name in seen:
+                continue
+            seen.add(option.name)
+            click.option(
+                f"--{option.name}",
+                default=None,
+                help=f"[{record.name}] {option.help}",
+                envvar=option.env,
+                show_envvar=bool(option.env),
+            )(command)
+    return command
+
+
+def _settings(provider: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    record = discover().provider(provider)
+    settings: dict[str, Any] = {}
+    for option in record.options:
+        value = values.get(option.name.replace("-", "_"))
+        if value is None and option.env:
+            value = os.environ.get(option.env)
+        settings[option.name] = option.default if value is None else value
+    return settings
+
+
+def _amount(name: str, amount: int) -> str:
+    if name == "cpu":
+        return f"{amount / 1000:g}"
+    return format_quantity(Fraction(amount, 1000), binary=name in ("memory", "ephemeral-storage"))
+
+
+def _claim_json(claim: NewNodeClaim) -> dict[str, Any]:
+    return {
+        "nodepool": claim.nodepool,
+        "instance_type": claim.instance_type.name,
+        "capacity_type": claim.offering.capacity_type,
+        "zone": claim.offering.zone,
+        "price": round(claim.price, 6),
+        "instance_type_options": len(claim.instance_types),
+        "pods": [pod.key for pod in claim.pods],
+        "requests": {n: _amount(n, a) for n, a in sorted(claim.requests.items())},
+        "allocatable": {
+            n: _amount(n, a) for n, a in sorted(claim.instance_type.allocatable.items())
+        },
+    }
+
+
+def _report(provider: str, results: Results, pods: int, seconds: float) -> dict[str, Any]:
+    return {
+        "provider": provider,
+        "nodeclaims": [_claim_json(claim) for claim in results.new_nodeclaims],
+        "existing": [
+            {"node": node, "pods": [pod.key for pod in placed]}
+            for node, placed in sorted(results.existing.items())
+        ],
+        "unschedulable": [
+            {"pod": pod, "reason": reason} for pod, reason in results.unschedulable.items()
+        ],
+        "warnings": results.warnings,
+        "summary": {
+            "pods": pods,
+            "nodeclaims": len(results.new_nodeclaims),
+            "cost_per_hour": round(results.cost_per_hour, 6),
+            "scheduling_seconds": round(seconds, 6),
+        },
+    }
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def _used(claim: NewNodeClaim, name: str) -> str:
+    used = claim.requests.get(name, 0)
+    allocatable = claim.instance_type.allocatable.get(name, 0)
+    return f"{_amount(name, used)}/{_amount(name, allocatable)}"
+
+
+def _print_text(report: dict[str, Any], results: Results, notes: list[str]) -> None:
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    for warning in results.warnings:
+        click.echo(f"warning: {warning}")
+    if results.new_nodeclaims:
+        rows = [
+            ["NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY", "PRICE/H", "PODS", "CPU", "MEMORY"]
+        ]
+        for claim in results.new_nodeclaims:
+            rows.append(
+                [
+                    claim.nodepool,
+                    claim.instance_type.name,
+                    claim.offering.zone,
+                    claim.offering.capacity_type,
+                    f"{claim.price:.6f}",
+                    str(len(claim.pods)),
+                    _used(claim, "cpu"),
+                    _used(claim, "memory"),
+                ]
+            )
+        click.echo(_table(rows))
+    else:
+        click.echo("No new nodes needed.")
+    for entry in report["existing"]:
+        click.echo(f"existing node {entry['node']}: {len(entry['pods'])} pod(s)")
+    if results.unschedulable:
+        click.echo("\nUnschedulable pods:")
+        for pod, reason in results.unschedulable.items():
+            click.echo(f"  {pod}: {reason}")
+    summary = report["summary"]
+    click.echo(
+        f"\n{summary['pods']} pod(s), {summary['nodeclaims']} new node(s), "
+        f"cost {summary['cost_per_hour']:.6f}/h, scheduled in {summary['scheduling_seconds']:.3f}s"
+    )
+
+
+@click.command()
+@click.option(
+    "-f",
+    "--filename",
+    "files",
+    multiple=True,
+    metavar="FILE",
+    help="Manifests to read ('-' for stdin); repeatable. Without it, an embedded default scenario.",
+)
+@click.option("--provider", default="kwok", show_default=True, help="Cloud provider to price with.")
+@click.option(
+    "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@click.pass_context
+def simulate(
+    ctx: click.Context, files: tuple[str, ...], provider: str, output: str, **_settings_: str | None
+) -> None:
+    """Show the nodes Karpenter would launch for the pending pods in the manifests."""
+    try:
+        record = discover().provider(provider)
+        cloud = record.factory(ProviderContext(settings=_settings(provider, ctx.params)))
+        documents = load_documents(files) if files else load_default_scenario()
+        snapshot, notes = build_snapshot(documents, cloud)
+    except (ManifestError, UnknownProviderError, CloudProviderError) as err:
+        raise click.ClickException(str(err)) from None
+    pods = schedulable(snapshot.pending)
+    started = time.perf_counter()
+    results = schedule(snapshot)
+    seconds = time.perf_counter() - started
+    report = _report(provider, results, len(pods), seconds)
+    if output == "json":
+        report["notes"] = notes
+        click.echo(json.dumps(report, indent=2))
+    else:
+        _print_text(report, results, notes)
+
+
+_provider_options(simulate)

@@ -1,0 +1,105 @@
+"""The provider seam: a pluggy hookspec through which a provider registers a small record.
+
+A provider distribution declares an entry point in the ``karpenter.providers`` group whose module
+implements ``karpenter_register_providers``. Discovery happens once; afterwards the core calls the
+provider object directly (pluggy's dispatch is too slow for hot paths).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from karpenter_core.cloudprovider.types import CloudProvider
+
+__all__ = [
+    "API_VERSION",
+    "PROJECT_NAME",
+    "Capability",
+    "NodeClassInfo",
+    "ProviderContext",
+    "ProviderOption",
+    "ProviderRecord",
+    "hookimpl",
+    "hookspec",
+]
+
+PROJECT_NAME = "karpenter"
+ENTRY_POINT_GROUP = "karpenter.providers"
+API_VERSION = 1
+"""The record version this core understands; records only ever gain optional fields."""
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+class Capability:
+    """Capability flags a provider may declare (the conformance suite reads them)."""
+
+    SPOT = "spot"
+    INTERRUPTION = "interruption"
+    DRIFT = "drift"
+    REPAIR = "repair"
+    OFFLINE_CATALOG = "offline-catalog"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClassInfo:
+    """A NodeClass kind the provider reads, and how to publish its CRD."""
+
+    model: type[BaseModel]
+    group: str
+    version: str
+    kind: str
+    plural: str
+    printer_columns: Sequence[Mapping[str, Any]] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderOption:
+    """A provider setting: CLI flag ``--<name>``, environment variable, default and help."""
+
+    name: str
+    help: str
+    default: str | None = None
+    env: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderContext:
+    """What a provider factory receives. ``kube_client`` is None offline (simulate)."""
+
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    kube_client: Any = None
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("karpenter.provider"))
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRecord:
+    """Everything the core needs to know about a provider, registered once at discovery."""
+
+    name: str
+    factory: Callable[[ProviderContext], CloudProvider]
+    node_classes: Sequence[NodeClassInfo] = ()
+    options: Sequence[ProviderOption] = ()
+    controllers: Callable[[ProviderContext, CloudProvider], Sequence[Any]] | None = None
+    capabilities: frozenset[str] = frozenset()
+    description: str = ""
+    api_version: int = API_VERSION
+
+
+class ProviderSpec:
+    """Hook specifications of the ``karpenter`` plugin project."""
+
+    @hookspec
+    def karpenter_register_providers(self) -> Sequence[ProviderRecord]:  # type: ignore[empty-body]
+        """Return the provider records this plugin contributes."""

@@ -1,0 +1,208 @@
+"""From documents to the scheduler's ``Snapshot``: decode, validate and sort objects by kind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from karpenter_core.apis import labels as wk
+from karpenter_core.apis.v1.nodeclaim import NodeClaim
+from karpenter_core.apis.v1.nodepool import NodePool
+from karpenter_core.cloudprovider.types import CloudProvider, InstanceType
+from karpenter_core.manifests.loader import Document
+from karpenter_core.manifests.validation import (
+    check_node,
+    check_quantities,
+    check_requirements,
+    from_validation_error,
+    mapping,
+)
+from karpenter_core.manifests.workloads import POD_KINDS, collect_pods
+from karpenter_core.scheduling.snapshot import DecodeError, NodeInfo, Snapshot
+
+__all__ = ["build_snapshot"]
+
+_RAW_KINDS = {
+    "PodDisruptionBudget": "pdbs",
+    "PersistentVolume": "persistent_volumes",
+    "PersistentVolumeClaim": "persistent_volume_claims",
+    "StorageClass": "storage_classes",
+}
+"""Kinds the snapshot keeps as plain dicts, and the Snapshot field for each."""
+
+_ELSEWHERE = POD_KINDS | {"NodePool"}
+"""Kinds read in their own pass (NodePools first, pods last)."""
+
+_USED_KINDS = _ELSEWHERE | {"NodeClaim", "Node", *_RAW_KINDS}
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def build_snapshot(
+    documents: Sequence[Document], provider: CloudProvider
+) -> tuple[Snapshot, list[str]]:
+    """The snapshot the documents describe, and notes on what was skipped and why.
+
+    Instance types come from ``provider.get_instance_types`` per NodePool; NodeClasses are the
+    kinds ``provider.supported_node_classes()`` lists. Raises ``ManifestError`` for a bad object.
+    """
+    node_classes = {_kind_of(model): model for model in provider.supported_node_classes()}
+    _check_names(d for d in documents if d.kind in _USED_KINDS or d.kind in node_classes)
+    snapshot = Snapshot()
+    notes: list[str] = []
+    nodepool_docs = [d for d in documents if d.kind == "NodePool"]
+    catalog = _nodepools(nodepool_docs, provider, snapshot)
+    nodes: dict[str, NodeInfo] = {}
+    for doc in documents:
+        if doc.kind in _ELSEWHERE:
+            continue
+        if doc.kind == "Node":
+            node = _decode(doc, _node)
+            nodes[node.name] = node
+        elif doc.kind == "NodeClaim":
+            snapshot.nodeclaims.append(_validated(doc, NodeClaim))
+        elif doc.kind in node_classes:
+            snapshot.nodeclasses.append(_validated(doc, node_classes[doc.kind]))
+        elif doc.kind in _RAW_KINDS:
+            getattr(snapshot, _RAW_KINDS[doc.kind]).append(doc.obj)
+        elif doc.kind.endswith("NodeClass"):
+            notes.append(
+                f"skipped {doc.describe()}: not a NodeClass of the {provider.name} provider "
+                f"(it reads {', '.join(sorted(node_classes)) or 'none'})"
+            )
+        else:
+            notes.append(f"skipped {doc.describe()}: not used by the simulation")
+    claims = frozenset(
+        (d.namespace, d.kind, d.name) for d in documents if d.kind == "PersistentVolumeClaim"
+    )
+    pods = collect_pods(documents, catalog, claims)
+    notes.extend(pods.notes)
+    snapshot.pending = pods.pending
+    snapshot.daemonsets = pods.daemonsets
+    snapshot.persistent_volume_claims.extend(pods.claims)
+    for pod in pods.bound:
+        node = nodes.get(pod.node_name or "")
+        if node is None:
+            notes.append(
+                f"skipped Pod {pod.key}: bound to node {pod.node_name}, which is not in the input"
+            )
+        else:
+            node.pods.append(pod)
+    snapshot.nodes = list(nodes.values())
+    return snapshot, notes
+
+
+def _nodepools(
+    docs: Sequence[Document], provider: CloudProvider, snapshot: Snapshot
+) -> list[InstanceType]:
+    """Validate the NodePools into ``snapshot`` with their instance types; return all of those.
+
+    Requirements and limits are checked before pydantic's errors are raised, so their more
+    specific messages win. A hint for an instance-type wildcard reads the catalog, so each
+    NodePool's catalog is fetched first, for the NodePool without its wildcard requirements.
+    """
+    invalid: tuple[Document, ValidationError] | None = None
+    catalog: list[InstanceType] = []
+    for doc in docs:
+        try:
+            nodepool = NodePool.from_manifest(_without_wildcards(doc.obj))
+        except ValidationError as err:
+            invalid = invalid or (doc, err)
+            continue
+        snapshot.nodepools.append(nodepool)
+        instance_types = provider.get_instance_types(nodepool)
+        snapshot.instance_types[doc.name] = instance_types
+        catalog.extend(instance_types)
+    for doc in docs:
+        _decode(doc, lambda d: _check_nodepool(d.obj, catalog))
+    if invalid is not None:
+        doc, err = invalid
+        converted = from_validation_error(err)
+        raise doc.error(converted.field, converted.message)
+    return catalog
+
+
+def _without_wildcards(obj: dict[str, Any]) -> dict[str, Any]:
+    """The NodePool manifest without instance-type requirements that hold a wildcard."""
+    try:
+        requirements = obj["spec"]["template"]["spec"]["requirements"]
+        kept = [r for r in requirements if not _is_wildcard(r)]
+    except (KeyError, TypeError):
+        return obj
+    if len(kept) == len(requirements):
+        return obj
+    spec = obj["spec"]
+    template = spec["template"]
+    return {
+        **obj,
+        "spec": {
+            **spec,
+            "template": {**template, "spec": {**template["spec"], "requirements": kept}},
+        },
+    }
+
+
+def _is_wildcard(requirement: Any) -> bool:
+    values = requirement.get("values") if isinstance(requirement, dict) else None
+    return (
+        wk.NORMALIZED_LABELS.get(requirement.get("key"), requirement.get("key")) == wk.INSTANCE_TYPE
+        and isinstance(values, list)
+        and any(isinstance(v, str) and ("*" in v or "?" in v) for v in values)
+    )
+
+
+def _node(doc: Document) -> NodeInfo:
+    check_node(doc.obj)
+    return NodeInfo.from_manifest(doc.obj)
+
+
+def _check_nodepool(obj: Mapping[str, Any], catalog: Sequence[InstanceType]) -> None:
+    spec = mapping(obj.get("spec"), "spec")
+    template = mapping(spec.get("template"), "spec.template")
+    template_spec = mapping(template.get("spec"), "spec.template.spec")
+    path = "spec.template.spec.requirements"
+    check_requirements(template_spec.get("requirements"), path, catalog, min_values=True)
+    check_quantities(spec.get("limits"), "spec.limits")
+
+
+def _kind_of(model: type[BaseModel]) -> str:
+    """A model's ``kind`` field default (API objects declare it), else its class name."""
+    field = model.model_fields.get("kind")
+    default = field.default if field is not None else None
+    return default if isinstance(default, str) and default else model.__name__
+
+
+def _validated(doc: Document, model: type[_Model]) -> _Model:
+    try:
+        return model.model_validate(doc.obj)
+    except ValidationError as err:
+        converted = from_validation_error(err)
+        raise doc.error(converted.field, converted.message) from None
+
+
+_T = TypeVar("_T")
+
+
+def _decode(doc: Document, decode: Callable[[Document], _T]) -> _T:
+    try:
+        return decode(doc)
+    except DecodeError as err:
+        raise doc.error(err.field, err.message) from None
+
+
+def _check_names(documents: Iterable[Document]) -> None:
+    """Every object the simulation reads has a name, and no two objects share kind and name."""
+    seen: dict[tuple[str, str, str], Document] = {}
+    for doc in documents:
+        if not doc.name:
+            raise doc.error("metadata.name", "missing; every object needs a name")
+        key = (doc.kind, doc.namespace, doc.name)
+        first = seen.setdefault(key, doc)
+        if first is not doc:
+            raise doc.error(
+                "metadata.name",
+                f"{doc.describe()} is defined twice (first in {first.source}, "
+                f"document {first.index + 1})",
+            )

@@ -1,0 +1,243 @@
+"""NodePools compiled for scheduling: requirements, taints, limits and an instance-type index.
+
+The index orders a NodePool's instance types by price and answers "which types can hold these
+requests?" with integer bitsets: bit ``i`` is the ``i``-th cheapest type, so the lowest set bit of
+a mask is the cheapest feasible type.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from karpenter_core.apis import labels as wk
+from karpenter_core.apis.quantity import format_quantity, parse_quantity, to_milli
+from karpenter_core.scheduling.requirements import Requirements
+from karpenter_core.scheduling.taints import Taint, untolerated
+
+if TYPE_CHECKING:
+    from karpenter_core.apis.v1.nodepool import NodePool
+    from karpenter_core.cloudprovider.types import InstanceType, Offering
+    from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo
+
+__all__ = ["NODES", "NodePoolTemplate", "TypeIndex", "bits", "daemon_requirements"]
+
+NODES = "nodes"
+"""The pseudo-resource a NodePool limit may set on the number of nodes."""
+
+
+def daemon_requirements(pod: PodInfo) -> Requirements:
+    """Where a DaemonSet pod may run: its node selector and first required affinity term."""
+    requirements = Requirements.from_labels(pod.node_selector)
+    if pod.node_affinity_required:
+        requirements.add(*Requirements.from_node_selector(pod.node_affinity_required[0]).values())
+    return requirements
+
+
+class TypeIndex:
+    """A NodePool's instance types ordered by price (bit 0 cheapest), with capacity masks."""
+
+    __slots__ = ("all", "masks", "types", "usable", "values")
+
+    def __init__(self, types: Sequence[InstanceType], usable: Sequence[dict[str, int]]) -> None:
+        self.types = list(types)
+        self.usable = list(usable)
+        self.all = (1 << len(self.types)) - 1
+        self.values: dict[str, list[int]] = {}
+        self.masks: dict[str, list[int]] = {}
+        for name in {name for amounts in self.usable for name in amounts}:
+            order = sorted(range(len(self.types)), key=lambda i: self.usable[i].get(name, 0))
+            masks = [0] * (len(order) + 1)
+            for position in range(len(order) - 1, -1, -1):
+                masks[position] = masks[position + 1] | (1 << order[position])
+            self.values[name] = [self.usable[i].get(name, 0) for i in order]
+            self.masks[name] = masks
+
+    def fitting(self, requests: Mapping[str, int], mask: int | None = None) -> int:
+        """The types (within ``mask``) whose usable capacity holds ``requests``."""
+        result = self.all if mask is None else mask
+        for name, amount in requests.items():
+            if amount <= 0:
+                continue
+            values = self.values.get(name)
+            if values is None:
+                return 0
+            result &= self.masks[name][bisect_left(values, amount)]
+            if not result:
+                return 0
+        return result
+
+    def largest(self, name: str, mask: int) -> int:
+        """The most usable ``name`` any type in ``mask`` has."""
+        return max((self.usable[i].get(name, 0) for i in bits(mask)), default=0)
+
+    def fit_count(self, index: int, requests: Mapping[str, int]) -> int:
+        """How many pods of ``requests`` the type at ``index`` holds."""
+        usable = self.usable[index]
+        count = 1 << 62
+        for name, amount in requests.items():
+            if amount > 0:
+                count = min(count, usable.get(name, 0) // amount)
+        return count
+
+
+def bits(mask: int) -> list[int]:
+    """Positions of the set bits, lowest first."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
+
+
+class NodePoolTemplate:
+    """A NodePool ready for scheduling: the NodeClaims it would create share these properties."""
+
+    def __init__(
+        self,
+        nodepool: NodePool,
+        instance_types: Sequence[InstanceType],
+        daemonsets: Sequence[PodInfo],
+        existing_nodes: Sequence[NodeInfo],
+    ) -> None:
+        manifest: dict[str, Any] = nodepool.to_manifest()
+        spec = manifest.get("spec") or {}
+        template = spec.get("template") or {}
+        template_spec = template.get("spec") or {}
+        self.name: str = manifest["metadata"]["name"]
+        self.weight: int = int(spec.get("weight") or 0)
+        self.labels: dict[str, str] = dict((template.get("metadata") or {}).get("labels") or {})
+        self.labels[wk.NODEPOOL] = self.name
+        self.taints = tuple(Taint.from_manifest(t) for t in template_spec.get("taints") or ())
+        self.startup_taints = tuple(
+            Taint.from_manifest(t) for t in template_spec.get("startupTaints") or ()
+        )
+        self.node_class_ref: dict[str, Any] = dict(template_spec.get("nodeClassRef") or {})
+        self.requirements = Requirements.from_node_selector(template_spec.get("requirements") or ())
+        self.requirements.add(*Requirements.from_labels(self.labels).values())
+        self.limits: dict[str, int] = {
+            name: to_milli(parse_quantity(value))
+            for name, value in (spec.get("limits") or {}).items()
+        }
+        self.remaining: dict[str, int] = dict(self.limits)
+        for node in existing_nodes:
+            if node.nodepool == self.name:
+                self._consume(node.capacity)
+        self.instance_types = [
+            it for it in instance_types if self.requirements.intersects(it.requirements) is None
+        ]
+        self.allow_undefined = wk.WELL_KNOWN_LABELS | frozenset(
+            key for it in self.instance_types for key in it.requirements
+        )
+        self.daemonsets = [
+            ds
+            for ds in daemonsets
+            if untolerated(self.taints, ds.tolerations) is None
+            and self.requirements.compatible(daemon_requirements(ds), self.allow_undefined) is None
+        ]
+        self._daemon_overhead: dict[str, dict[str, int]] = {}
+        self._compatible: dict[Requirements, tuple[int, dict[int, Offering]]] = {}
+        priced = []
+        for it in self.instance_types:
+            offering = it.cheapest_offering(self.requirements)
+            if offering is not None:
+                priced.append((offering.price, it.name, it))
+        priced.sort(key=lambda entry: entry[:2])
+        types = [entry[2] for entry in priced]
+        usable = []
+        for it in types:
+            overhead = self.daemon_overhead(it)
+            usable.append({n: a - overhead.get(n, 0) for n, a in it.allocatable.items()})
+        self.index = TypeIndex(types, usable)
+
+    def _consume(self, capacity: Mapping[str, int]) -> None:
+        for name in self.remaining:
+            if name == NODES:
+                self.remaining[name] -= 1000
+            else:
+                self.remaining[name] -= capacity.get(name, 0)
+
+    def daemon_overhead(self, instance_type: InstanceType) -> dict[str, int]:
+        """Requests of the DaemonSet pods that would run on a node of this type."""
+        cached = self._daemon_overhead.get(instance_type.name)
+        if cached is not None:
+            return cached
+        total: dict[str, int] = {}
+        for ds in self.daemonsets:
+            if instance_type.requirements.compatible(daemon_requirements(ds)) is None:
+                for name, amount in ds.requests.items():
+                    total[name] = total.get(name, 0) + amount
+        self._daemon_overhead[instance_type.name] = total
+        return total
+
+    def compatible(self, requirements: Requirements) -> tuple[int, dict[int, Offering]]:
+        """Types compatible with ``requirements`` and the cheapest offering each may launch with."""
+        cached = self._compatible.get(requirements)
+        if cached is not None:
+            return cached
+        mask = 0
+        offerings: dict[int, Offering] = {}
+        for i, it in enumerate(self.index.types):
+            if requirements.intersects(it.requirements) is not None:
+                continue
+            offering = it.cheapest_offering(requirements)
+            if offering is not None:
+                mask |= 1 << i
+                offerings[i] = offering
+        self._compatible[requirements] = (mask, offerings)
+        return mask, offerings
+
+    def within_limits(self, mask: int) -> tuple[int, str | None]:
+        """The types in ``mask`` a launch can use without exceeding the limits, or why none."""
+        if not self.limits:
+            return mask, None
+        if NODES in self.remaining and self.remaining[NODES] < 1000:
+            return 0, self._limit_reason(NODES)
+        kept = 0
+        blocking = None
+        for i in bits(mask):
+            capacity = self.index.types[i].capacity
+            over = next(
+                (
+                    n
+                    for n in self.remaining
+                    if n != NODES and capacity.get(n, 0) > self.remaining[n]
+                ),
+                None,
+            )
+            if over is None:
+                kept |= 1 << i
+            elif blocking is None:
+                blocking = over
+        return kept, (self._limit_reason(blocking) if not kept and blocking else None)
+
+    def reserve(self, mask: int) -> dict[str, int]:
+        """Count a launch against the limits: the largest capacity the NodeClaim might get."""
+        largest: dict[str, int] = {}
+        if not self.limits:
+            return largest
+        for i in bits(mask):
+            for name, amount in self.index.types[i].capacity.items():
+                if amount > largest.get(name, 0):
+                    largest[name] = amount
+        self._consume(largest)
+        return largest
+
+    def within_reservation(self, mask: int, reserved: Mapping[str, int]) -> int:
+        """The types in ``mask`` no larger, in any limited resource, than ``reserved``."""
+        if not self.limits:
+            return mask
+        limited = [name for name in self.limits if name != NODES]
+        kept = 0
+        for i in bits(mask):
+            capacity = self.index.types[i].capacity
+            if all(capacity.get(name, 0) <= reserved.get(name, 0) for name in limited):
+                kept |= 1 << i
+        return kept
+
+    def _limit_reason(self, name: str) -> str:
+        limit = format_quantity(Fraction(self.limits[name], 1000), binary=name == "memory")
+        return f"would exceed NodePool {self.name} limit {name}={limit}"

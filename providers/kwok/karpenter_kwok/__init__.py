@@ -1,0 +1,1 @@
+"""Karpenter's KWOK provider: fake nodes for testing and benchmarking the core."""

@@ -1,0 +1,58 @@
+"""Entry point of the kwok provider: registers its record with karpenter-core.
+
+Kept light: the provider module (and the Kubernetes client it imports) loads only when the
+factory is called.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from karpenter_core.cloudprovider.plugin import (
+    Capability,
+    NodeClassInfo,
+    ProviderContext,
+    ProviderOption,
+    ProviderRecord,
+    hookimpl,
+)
+from karpenter_kwok.catalog import CATALOG_ENV, CATALOG_OPTION
+from karpenter_kwok.labels import GROUP
+from karpenter_kwok.nodeclass import KIND, PLURAL, VERSION, KWOKNodeClass
+
+if TYPE_CHECKING:
+    from karpenter_core.cloudprovider.types import CloudProvider
+
+__all__ = ["karpenter_register_providers"]
+
+
+def _factory(context: ProviderContext) -> CloudProvider:
+    from karpenter_kwok.cloudprovider import KWOKCloudProvider
+
+    return KWOKCloudProvider.from_context(context)
+
+
+@hookimpl
+def karpenter_register_providers() -> list[ProviderRecord]:
+    """The kwok provider."""
+    return [
+        ProviderRecord(
+            name="kwok",
+            factory=_factory,
+            node_classes=[
+                NodeClassInfo(
+                    model=KWOKNodeClass, group=GROUP, version=VERSION, kind=KIND, plural=PLURAL
+                )
+            ],
+            options=[
+                ProviderOption(
+                    name=CATALOG_OPTION,
+                    help="JSON instance-type catalog in upstream KWOK's format "
+                    "(default: the generated 144-type matrix)",
+                    env=CATALOG_ENV,
+                )
+            ],
+            capabilities=frozenset({Capability.SPOT, Capability.REPAIR, Capability.OFFLINE_CATALOG}),
+            description="Fake nodes in a KWOK cluster, from a generated instance-type catalog",
+        )
+    ]

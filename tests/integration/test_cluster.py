@@ -1,0 +1,162 @@
+"""The local control plane behaves like a cluster: KWOK nodes, scheduling, controllers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client, watch
+
+from karpenter_conformance.pytest_plugin import KubeCluster
+from karpenter_conformance.waiting import wait_until
+
+pytestmark = pytest.mark.integration
+
+KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+
+
+@pytest.fixture
+def fake_node(kube_client: client.ApiClient) -> Iterator[str]:
+    """A Node that KWOK manages (annotated kwok.x-k8s.io/node=fake); deleted afterwards."""
+    core = client.CoreV1Api(kube_client)
+    name = f"kwok-node-{uuid.uuid4().hex[:8]}"
+    resources = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+    core.create_node({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": KWOK_ANNOTATION,
+            "labels": {"kubernetes.io/hostname": name, "type": "kwok"},
+        },
+        "status": {"capacity": resources, "allocatable": resources},
+    })
+    try:
+        yield name
+    finally:
+        core.delete_node(name)
+
+
+def _node_ready(core: client.CoreV1Api, name: str) -> bool:
+    conditions = core.read_node_status(name).status.conditions or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def _deployment(name: str, node: str, replicas: int) -> dict[str, object]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "containers": [{
+                        "name": "app",
+                        "image": "registry.example/app:1",
+                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                    }],
+                },
+            },
+        },
+    }
+
+
+def _running_pods(core: client.CoreV1Api, namespace: str, app: str) -> list[client.V1Pod]:
+    pods = core.list_namespaced_pod(namespace, label_selector=f"app={app}").items
+    return [p for p in pods if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
+
+
+def _run_deployment(
+    kube_client: client.ApiClient, namespace: str, node: str, replicas: int
+) -> list[client.V1Pod]:
+    client.AppsV1Api(kube_client).create_namespaced_deployment(
+        namespace, _deployment("web", node, replicas)
+    )
+    core = client.CoreV1Api(kube_client)
+    return wait_until(
+        lambda: (pods := _running_pods(core, namespace, "web")) if len(pods) == replicas else None,
+        f"{replicas} running pods of deployment web",
+    )
+
+
+def test_kwok_node_becomes_ready(kube_client: client.ApiClient, fake_node: str) -> None:
+    core = client.CoreV1Api(kube_client)
+    wait_until(lambda: _node_ready(core, fake_node), f"node {fake_node} Ready")
+    node = core.read_node(fake_node)
+    assert node.status.allocatable["cpu"] == "32"
+
+
+def test_deployment_pods_are_bound_and_run(
+    kube_client: client.ApiClient, namespace: str, fake_node: str
+) -> None:
+    pods = _run_deployment(kube_client, namespace, fake_node, replicas=3)
+    assert {pod.spec.node_name for pod in pods} == {fake_node}
+    assert all(pod.status.pod_ip for pod in pods)
+
+
+def test_pod_disruption_budget_status_is_computed(
+    kube_client: client.ApiClient, namespace: str, fake_node: str
+) -> None:
+    _run_deployment(kube_client, namespace, fake_node, replicas=3)
+    policy = client.PolicyV1Api(kube_client)
+    policy.create_namespaced_pod_disruption_budget(namespace, {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+    })
+
+    def settled() -> client.V1PodDisruptionBudgetStatus | None:
+        status = policy.read_namespaced_pod_disruption_budget_status("web", namespace).status
+        return status if status and status.current_healthy == 3 else None
+
+    status = wait_until(settled, "PDB web to count 3 healthy pods")
+    assert (status.expected_pods, status.desired_healthy, status.disruptions_allowed) == (3, 2, 1)
+
+
+def test_deleting_a_namespace_removes_its_pods(
+    kube_client: client.ApiClient, namespace: str, fake_node: str
+) -> None:
+    _run_deployment(kube_client, namespace, fake_node, replicas=2)
+    core = client.CoreV1Api(kube_client)
+    core.delete_namespace(namespace)
+
+    def namespace_gone() -> bool:
+        try:
+            core.read_namespace(namespace)
+        except client.ApiException as error:
+            return error.status == 404
+        return False
+
+    wait_until(namespace_gone, f"namespace {namespace} to be deleted")
+    assert core.list_namespaced_pod(namespace).items == []
+
+
+def test_watch_resumes_after_apiserver_restart(
+    kube_cluster: KubeCluster, kube_client: client.ApiClient, namespace: str
+) -> None:
+    core = client.CoreV1Api(kube_client)
+    before = core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "before"}, "data": {"k": "v"}}
+    )
+    kube_cluster.restart_apiserver()
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "after"}})
+
+    seen = []
+    for event in watch.Watch().stream(
+        core.list_namespaced_config_map,
+        namespace,
+        resource_version=before.metadata.resource_version,
+        timeout_seconds=10,
+    ):
+        seen.append((event["type"], event["object"].metadata.name))
+        if event["object"].metadata.name == "after":
+            break
+    assert ("ADDED", "after") in seen
+    assert core.read_namespaced_config_map("before", namespace).data == {"k": "v"}
