@@ -14,8 +14,8 @@ Choices the rewrite makes:
   (and ``has()`` in CEL rules stays true only for set fields). ``keywords={"nullable": True}`` opts
   a field in.
 - Defaults that are empty (``None``, ``""``, ``[]``, ``{}``) are dropped; the apiserver would
-  otherwise write them into every object. Other defaults are kept, and ``KubeSchema(default=...)``
-  can declare one pydantic cannot express (a ``default_factory``).
+  otherwise write them into every object. Other defaults are kept, and
+  ``KubeSchema(keywords={"default": ...})`` declares one pydantic cannot (a ``default_factory``).
 - ``set[...]`` becomes ``x-kubernetes-list-type: set``; ``Any`` and ``extra="allow"`` models keep
   unknown fields (``x-kubernetes-preserve-unknown-fields``). Unions other than int-or-string,
   tuples and recursive models are refused with a ``CRDSchemaError`` naming the field.
@@ -262,9 +262,9 @@ def _convert(
         }
     if "required" in node:
         node["required"] = sorted(node["required"])
+    if "prefixItems" in node or not isinstance(node.get("items", {}), Mapping):
+        raise CRDSchemaError(f"{path}: tuples have no structural schema; use a list")
     if "items" in node:
-        if not isinstance(node["items"], Mapping) or "prefixItems" in node:
-            raise CRDSchemaError(f"{path}: tuples have no structural schema; use a list")
         node["items"] = _convert(node["items"], defs, f"{path}[*]", seen)
     if "type" not in node and not node.get("x-kubernetes-int-or-string"):
         node["x-kubernetes-preserve-unknown-fields"] = True  # ``Any``: whatever the user wrote

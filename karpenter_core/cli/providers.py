@@ -62,7 +62,12 @@ def as_json(registry: Registry) -> dict[str, Any]:
             }
         )
     failures = [
-        {"entryPoint": f.entry_point, "distribution": f.distribution, "reason": f.reason, "fix": f.fix}
+        {
+            "entryPoint": f.entry_point,
+            "distribution": f.distribution,
+            "reason": f.reason,
+            "fix": f.fix,
+        }
         for f in registry.failures
     ]
     return {"providers": listed, "failures": failures}
@@ -104,6 +109,8 @@ def as_text(registry: Registry) -> str:
 def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     return [
-        "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]]).rstrip()
+        "  ".join(
+            [*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]]
+        ).rstrip()
         for row in rows
     ]

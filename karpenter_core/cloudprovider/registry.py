@@ -164,7 +164,7 @@ def build_registry(sources: Iterable[PluginSource]) -> Registry:
                 raise RegistryError(
                     f"provider name {record.name!r} is registered twice: by "
                     f"{_origin(previous)} and by {_origin(source)}; uninstall one of them "
-                    f"(pip uninstall {source.distribution})"
+                    f"(pip uninstall {previous.distribution} or {source.distribution})"
                 )
             owners[record.name] = source
             records[record.name] = record
@@ -265,7 +265,9 @@ def _missing_module(error: ModuleNotFoundError) -> str | None:
     import X``); the statement itself names the distribution to install more precisely.
     """
     missing = error.name
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith("<")]
+    frames = [
+        f for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith("<")
+    ]
     if missing and frames:
         match = _IMPORT_STATEMENT.match(frames[-1].line or "")
         wanted = match and (match.group(1) or match.group(2))

@@ -79,10 +79,12 @@ def _run_deployment(
         namespace, _deployment("web", node, replicas)
     )
     core = client.CoreV1Api(kube_client)
-    return wait_until(
-        lambda: (pods := _running_pods(core, namespace, "web")) if len(pods) == replicas else None,
-        f"{replicas} running pods of deployment web",
-    )
+
+    def all_running() -> list[client.V1Pod] | None:
+        pods = _running_pods(core, namespace, "web")
+        return pods if len(pods) == replicas else None
+
+    return wait_until(all_running, f"{replicas} running pods of deployment web")
 
 
 def test_kwok_node_becomes_ready(kube_client: client.ApiClient, fake_node: str) -> None:

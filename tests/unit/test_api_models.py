@@ -550,9 +550,8 @@ def test_required_fields_are_reported() -> None:
 )
 def test_valid_requirements_are_accepted(requirement: dict[str, Any]) -> None:
     manifest = edited(NODEPOOL, (*TEMPLATE, "requirements"), [requirement])
-    assert NodePool.from_manifest(manifest).spec.template.spec.requirements[0].key == (
-        requirement["key"]
-    )
+    (parsed,) = NodePool.from_manifest(manifest).spec.template.spec.requirements
+    assert parsed.key == requirement["key"]
 
 
 def test_nodeclaims_may_require_the_nodepool_label() -> None:

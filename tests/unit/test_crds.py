@@ -95,7 +95,9 @@ def structural_violations(crd: dict[str, Any]) -> list[str]:
         where = path or "<root>"
         unknown = set(node) - ALLOWED_KEYWORDS
         if unknown:
-            problems.append(f"{where}: keywords the apiserver refuses or pydantic leaked: {unknown}")
+            problems.append(
+                f"{where}: keywords the apiserver refuses or pydantic leaked: {unknown}"
+            )
         if node.get("type") == "null" or isinstance(node.get("type"), list):
             problems.append(f"{where}: type {node['type']!r}")
         if "anyOf" in node and node["anyOf"] != [{"type": "integer"}, {"type": "string"}]:
@@ -392,7 +394,7 @@ def test_generic_generator_rewrites_pydantic_schema() -> None:
         "type": "object",
         "additionalProperties": {"type": "string"},
     }
-    assert properties["maxPods"]["x-kubernetes-int-or-string"] is True
+    assert properties["max_pods"]["x-kubernetes-int-or-string"] is True
     assert properties["user_data"]["x-kubernetes-preserve-unknown-fields"] is True
     assert properties["tuning"] == {"x-kubernetes-preserve-unknown-fields": True}
     assert root_schema(crd)["required"] == ["spec"]
@@ -461,7 +463,10 @@ def test_provider_crds_come_from_discovered_node_classes(monkeypatch: pytest.Mon
 
 
 def test_provider_crds_without_a_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    import karpenter_core.cloudprovider
+
     monkeypatch.setitem(sys.modules, "karpenter_core.cloudprovider.registry", None)
+    monkeypatch.delattr(karpenter_core.cloudprovider, "registry", raising=False)
     assert crdgen.provider_crds() == []
 
 

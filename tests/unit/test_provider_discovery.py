@@ -48,8 +48,18 @@ def provider_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("good", "broken"):  # copied, so the build leaves nothing in the source tree
         sources.append(shutil.copytree(FIXTURES / name, root / "src" / name))
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--target", str(target), *map(str, sources)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            *map(str, sources),
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -195,7 +205,10 @@ def test_registry_collects_records_with_their_distribution() -> None:
         [_plugin_source("a", _record("alpha")), _plugin_source("b", _record("beta"))]
     )
     assert sorted(registry.records) == ["alpha", "beta"]
-    assert registry.distributions == {"alpha": ("karpenter-a", "1.0"), "beta": ("karpenter-b", "1.0")}
+    assert registry.distributions == {
+        "alpha": ("karpenter-a", "1.0"),
+        "beta": ("karpenter-b", "1.0"),
+    }
     assert registry.failures == []
     assert registry.provider("beta").name == "beta"
 
@@ -208,6 +221,7 @@ def test_duplicate_provider_names_name_both_distributions() -> None:
     assert "'same' is registered twice" in message
     assert "karpenter-a 1.0 (entry point a = plugins.a)" in message
     assert "karpenter-b 1.0 (entry point b = plugins.b)" in message
+    assert message.endswith("(pip uninstall karpenter-a or karpenter-b)")
 
 
 def test_a_newer_record_api_version_fails_alone() -> None:
@@ -293,7 +307,10 @@ class _OneRecord:
     ("statement", "fix"),
     [
         ("import karpenter_missing_sdk", "pip install karpenter-missing-sdk"),
-        ("from azure.mgmt.compute import ComputeManagementClient", "pip install azure-mgmt-compute"),
+        (
+            "from azure.mgmt.compute import ComputeManagementClient",
+            "pip install azure-mgmt-compute",
+        ),
         ("from azure.identity import DefaultAzureCredential", "pip install azure-identity"),
         ("import google.cloud.compute_v1", "pip install google-cloud-compute"),
         ("import yaml.missing_part", "pip install PyYAML"),

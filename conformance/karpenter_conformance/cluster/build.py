@@ -13,9 +13,8 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,8 @@ KUBERNETES_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-mana
 ALL_BINARIES = ("etcd", "kwok", *KUBERNETES_COMMANDS)
 STAGES_FILE = "kwok-stages.yaml"
 MANIFEST_FILE = "versions.json"
+# How the go command reports a module version the proxy will not serve.
+_REFUSAL = re.compile(r"(\S+@v\S+): reading \S+: (?:403 Forbidden|404 Not Found|410 Gone)")
 _STAGING_REPLACE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/src/", re.MULTILINE)
 
 Log = Callable[[str], None]
@@ -35,6 +36,14 @@ Log = Callable[[str], None]
 
 class BuildError(RuntimeError):
     """A build step failed; the message says which and why."""
+
+
+class ModulesRefused(BuildError):
+    """The module proxy refused modules a build needs (listed in ``refusals``)."""
+
+    def __init__(self, message: str, refusals: list[str]):
+        super().__init__(message)
+        self.refusals = refusals
 
 
 @dataclass
@@ -150,32 +159,13 @@ class _GoJob:
         code = self._proc.wait()
         elapsed = time.monotonic() - self._started
         if code != 0:
-            raise BuildError(
+            message = (
                 f"building {self.name} failed (exit {code}); last lines of {self.log}:\n"
                 f"{tail(self.log)}"
             )
+            refusals = sorted(set(_REFUSAL.findall(self.log.read_text(errors="replace"))))
+            raise ModulesRefused(message, refusals) if refusals else BuildError(message)
         return elapsed
-
-
-def _check_modules(
-    release: versions.KubernetesRelease, env: dict[str, str], cwd: Path
-) -> tuple[list[str], str, list[str]]:
-    """Ask the module proxy for a release and its staging modules.
-
-    Returns (refused module@version with reason, the release's go version, staging modules).
-    """
-    main = f"{versions.KUBERNETES_MODULE}@{release.version}"
-    (info,) = _go_json(["list", "-m", "-e", "-json", main], env, cwd)
-    if "Error" in info:
-        return [f"{main}: {info['Error']['Err']}"], "", []
-    staging = sorted(set(_STAGING_REPLACE.findall(Path(info["GoMod"]).read_text())))
-    queries = [f"{module}@{release.staging}" for module in staging]
-    refused = [
-        f"{obj['Path']}@{obj['Version']}: {obj['Error']['Err']}"
-        for obj in _go_json(["list", "-m", "-e", "-json", *queries], env, cwd)
-        if "Error" in obj
-    ]
-    return refused, info.get("GoVersion", ""), staging
 
 
 def _local_go_version(env: dict[str, str]) -> str:
@@ -188,30 +178,6 @@ def _local_go_version(env: dict[str, str]) -> str:
 
 def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
-
-
-def _pick_kubernetes(
-    env: dict[str, str], work: Path, log: Log
-) -> tuple[versions.KubernetesRelease, list[str], list[str]]:
-    """First release (pinned, then fallbacks) whose modules are all served."""
-    all_refused: list[str] = []
-    for release in (versions.KUBERNETES, *versions.KUBERNETES_FALLBACKS):
-        refused, go_version, staging = _check_modules(release, env, work)
-        local = _local_go_version(env)
-        if not refused and _version_tuple(go_version) > _version_tuple(local):
-            refused = [
-                f"{versions.KUBERNETES_MODULE}@{release.version}: needs go {go_version}, "
-                f"have go {local}"
-            ]
-        if not refused:
-            return release, staging, all_refused
-        for line in refused:
-            log(f"[build] refused: {line}")
-        all_refused.extend(refused)
-    raise BuildError(
-        "no Kubernetes release could be fetched from the Go module proxy:\n"
-        + "\n".join(all_refused)
-    )
 
 
 def _kubernetes_go_mod(
@@ -231,6 +197,45 @@ def _etcd_go_mod(go_version: str) -> str:
         "module example.local/karpenter-etcd-bin\n\n"
         f"go {go_version}\n\n"
         f"require {versions.ETCD_MODULE} {versions.ETCD}\n"
+    )
+
+
+def _build_kubernetes(
+    env: dict[str, str], work: Path, out: Path, log_file: Path, log: Log
+) -> tuple[versions.KubernetesRelease, float, list[str]]:
+    """Build the Kubernetes commands from the pinned release, else from a fallback.
+
+    Returns the release built, the seconds it took and what the proxy refused on the way.
+    """
+    refused: list[str] = []
+    local_go = _local_go_version(env)
+    for release in (versions.KUBERNETES, *versions.KUBERNETES_FALLBACKS):
+        main = f"{versions.KUBERNETES_MODULE}@{release.version}"
+        (info,) = _go_json(["list", "-m", "-e", "-json", main], env, work)
+        if "Error" in info:
+            refused.append(f"{main}: {info['Error']['Err']}")
+        elif _version_tuple(info.get("GoVersion", "0")) > _version_tuple(local_go):
+            refused.append(f"{main}: needs go {info['GoVersion']}, have go {local_go}")
+        else:
+            staging = sorted(set(_STAGING_REPLACE.findall(Path(info["GoMod"]).read_text())))
+            source = _fresh_dir(work / "kubernetes")
+            (source / "go.mod").write_text(_kubernetes_go_mod(release, local_go, staging))
+            log(f"[build] kubernetes {release.version} (staging {release.staging}): building "
+                f"{', '.join(KUBERNETES_COMMANDS)} in one go build")
+            packages = [f"{versions.KUBERNETES_MODULE}/cmd/{name}" for name in KUBERNETES_COMMANDS]
+            job = _GoJob(
+                "kubernetes",
+                ["build", "-mod=mod", "-trimpath", f"-ldflags={_kubernetes_ldflags(release)}",
+                 "-o", f"{out}/", *packages],
+                source, env, log_file,
+            )
+            try:
+                return release, job.wait(), refused
+            except ModulesRefused as error:
+                refused += [f"{module}: refused by the module proxy" for module in error.refusals]
+        log(f"[build] kubernetes {release.version} unavailable: {refused[-1]}")
+    raise BuildError(
+        "no Kubernetes release could be built from the Go module proxy:\n" + "\n".join(refused)
     )
 
 
@@ -272,7 +277,7 @@ def _assemble_stages(env: dict[str, str], work: Path) -> None:
     stages_path().write_text("---\n".join(documents))
 
 
-def _run_jobs(jobs: Iterator[_GoJob], seconds: dict[str, float], log: Log) -> None:
+def _run_jobs(jobs: Iterable[_GoJob], seconds: dict[str, float], log: Log) -> None:
     """Start all jobs, then wait for each; stop the others if one fails."""
     started = list(jobs)
     try:
@@ -331,19 +336,10 @@ def build(force: bool = False, log: Log = _stderr) -> BuildResult:
     _install(out, [name for name in ("etcd", "kwok") if name in seconds])
 
     if missing(*KUBERNETES_COMMANDS):
-        release, staging, refused = _pick_kubernetes(env, work, log)
-        k8s_src = _fresh_dir(work / "kubernetes")
-        (k8s_src / "go.mod").write_text(_kubernetes_go_mod(release, go_version, staging))
-        log(f"[build] kubernetes {release.version} (staging {release.staging}): building "
-            f"{', '.join(KUBERNETES_COMMANDS)} in one go build")
-        packages = [f"{versions.KUBERNETES_MODULE}/cmd/{name}" for name in KUBERNETES_COMMANDS]
-        job = _GoJob(
-            "kubernetes",
-            ["build", "-mod=mod", "-trimpath", f"-ldflags={_kubernetes_ldflags(release)}",
-             "-o", f"{out}/", *packages],
-            k8s_src, env, logs / "kubernetes.log",
+        release, seconds["kubernetes"], refused = _build_kubernetes(
+            env, work, out, logs / "kubernetes.log", log
         )
-        _run_jobs(iter([job]), seconds, log)
+        log(f"[build] kubernetes built in {_format_seconds(seconds['kubernetes'])}")
         _install(out, KUBERNETES_COMMANDS)
 
     if force or not stages_path().is_file():

@@ -341,7 +341,8 @@ class ControlPlane:
             f"--advertise-client-urls={etcd_url}",
             f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
             f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
-            f"--initial-cluster=default=http://127.0.0.1:{etcd_peer}",
+            "--name=local",
+            f"--initial-cluster=local=http://127.0.0.1:{etcd_peer}",
             "--unsafe-no-fsync=true",
             "--log-level=warn",
         ], (etcd_port, etcd_peer))
@@ -354,6 +355,13 @@ class ControlPlane:
             f"--tls-cert-file={keys.apiserver.cert}",
             f"--tls-private-key-file={keys.apiserver.key}",
             f"--client-ca-file={keys.ca.cert}",
+            # A front-proxy CA lets kcm and the scheduler load their authentication config
+            # cleanly; no certificate with the allowed name is ever issued.
+            f"--requestheader-client-ca-file={keys.ca.cert}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             "--authorization-mode=RBAC",
             f"--service-account-issuer={server}/",
             f"--service-account-key-file={keys.service_account_pub}",
@@ -361,6 +369,8 @@ class ControlPlane:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
             "--disable-admission-plugins=ServiceAccount",
+            # The endpoints of the "kubernetes" Service cannot be a loopback address.
+            "--endpoint-reconciler-type=none",
             "--profiling=false",
         ], (api_port,))
         self._wait_ready(apiserver, self._url(api_port, "/readyz"))

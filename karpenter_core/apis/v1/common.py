@@ -53,7 +53,6 @@ __all__ = [
     "Duration",
     "KubeModel",
     "KubeObject",
-    "LabelKey",
     "LabelValue",
     "NillableDuration",
     "NodeClaimSpecFields",
@@ -117,8 +116,6 @@ def _checked(error_of: Callable[[str], str | None]) -> AfterValidator:
 _QUALIFIED_NAME_SCHEMA = KubeSchema(keywords={"maxLength": 316, "pattern": QUALIFIED_NAME_PATTERN})
 _LABEL_VALUE_SCHEMA = KubeSchema(keywords={"maxLength": 63, "pattern": LABEL_VALUE_PATTERN})
 
-LabelKey = Annotated[str, _checked(qualified_name_error), _QUALIFIED_NAME_SCHEMA]
-"""A label key: a qualified name such as ``example.com/team``."""
 LabelValue = Annotated[str, _checked(label_value_error), _LABEL_VALUE_SCHEMA]
 """A label value: empty, or up to 63 alphanumerics, ``-``, ``_`` and ``.``."""
 

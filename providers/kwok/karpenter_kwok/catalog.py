@@ -9,7 +9,7 @@ file or network access here (``cloudprovider`` reads files).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -50,7 +50,10 @@ PODS_PER_CPU = 16
 DEFAULT_PODS = 110
 """Pods per node when a catalog entry does not say (Kubernetes' default)."""
 
-KUBE_RESERVED = {"cpu": to_milli(parse_quantity("100m")), "memory": to_milli(parse_quantity("10Mi"))}
+KUBE_RESERVED = {
+    "cpu": to_milli(parse_quantity("100m")),
+    "memory": to_milli(parse_quantity("10Mi")),
+}
 _OVERHEAD = Overhead(kube_reserved=KUBE_RESERVED)
 _GIB = 2**30
 _AWS_SIZE = re.compile(r"^\w+\.(nano|micro|small|medium|large|\d*xlarge|metal)$")
@@ -115,9 +118,7 @@ def _offering(zone: str, capacity_type: str, on_demand_price: float) -> dict[str
 def parse_catalog(data: object, source: str) -> list[InstanceType]:
     """Instance types from catalog data; ``CatalogError`` names ``source``, the entry and field."""
     if not isinstance(data, list):
-        raise CatalogError(
-            f"{source}: expected a JSON list of instance types, got {_kind(data)}"
-        )
+        raise CatalogError(f"{source}: expected a JSON list of instance types, got {_kind(data)}")
     instance_types: list[InstanceType] = []
     seen: dict[str, int] = {}
     for index, entry in enumerate(data):

@@ -72,7 +72,9 @@ def load_instance_types(path: str | None) -> list[InstanceType]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
-        raise CatalogError(f"{path}: cannot read the instance-types file: {error.strerror}") from None
+        raise CatalogError(
+            f"{path}: cannot read the instance-types file: {error.strerror}"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
@@ -102,7 +104,9 @@ def choose(
     requirements = Requirements.from_node_selector(
         r.model_dump(by_alias=True, exclude_none=True) for r in nodeclaim.spec.requirements
     )
-    requests = {name: to_milli(amount) for name, amount in nodeclaim.spec.resources.requests.items()}
+    requests = {
+        name: to_milli(amount) for name, amount in nodeclaim.spec.resources.requests.items()
+    }
     best: tuple[float, str, str, InstanceType, Offering] | None = None
     for instance_type in instance_types:
         if instance_type.requirements.intersects(requirements) is not None:

@@ -6,7 +6,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import Field
 
 from karpenter_core.apis.crdgen import KubeSchema, generate_crd
@@ -30,7 +29,6 @@ __all__ = [
     "KWOKNodeClassSpec",
     "KWOKNodeClassStatus",
     "crd",
-    "crd_yaml",
 ]
 
 VERSION = "v1alpha1"
@@ -109,12 +107,9 @@ def crd() -> dict[str, Any]:
     )
 
 
-def crd_yaml() -> str:
-    """The CRD as the YAML document stored at ``CRD_PATH``."""
-    header = "# Generated from karpenter_kwok.nodeclass; do not edit: python -m karpenter_kwok.nodeclass\n"
-    return header + yaml.safe_dump(crd(), sort_keys=False)
-
-
 if __name__ == "__main__":
-    CRD_PATH.write_text(crd_yaml(), encoding="utf-8")
+    from karpenter_core.cli.crds import render_crd
+
+    header = "# Generated from karpenter_kwok.nodeclass: python -m karpenter_kwok.nodeclass\n"
+    CRD_PATH.write_text(header + render_crd(crd()), encoding="utf-8")
     print(f"wrote {CRD_PATH}")

@@ -52,7 +52,9 @@ def karpenter_register_providers() -> list[ProviderRecord]:
                     env=CATALOG_ENV,
                 )
             ],
-            capabilities=frozenset({Capability.SPOT, Capability.REPAIR, Capability.OFFLINE_CATALOG}),
+            capabilities=frozenset(
+                {Capability.SPOT, Capability.REPAIR, Capability.OFFLINE_CATALOG}
+            ),
             description="Fake nodes in a KWOK cluster, from a generated instance-type catalog",
         )
     ]
