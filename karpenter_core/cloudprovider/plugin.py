@@ -75,7 +75,11 @@ class ProviderOption:
 
 @dataclass(frozen=True, slots=True)
 class ProviderContext:
-    """What a provider factory receives. ``kube_client`` is None offline (simulate)."""
+    """What a provider factory receives.
+
+    ``kube_client`` is a ``kubernetes.client.ApiClient`` connected to the cluster, or None offline
+    (``simulate``); ``settings`` holds the values of the provider's declared options.
+    """
 
     settings: Mapping[str, Any] = field(default_factory=dict)
     kube_client: Any = None

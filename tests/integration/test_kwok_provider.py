@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from fractions import Fraction
 
 import pytest
-from karpenter_conformance.waiting import wait_until
-from karpenter_kwok.cloudprovider import KWOKCloudProvider
 from kubernetes import client
 
+from karpenter_conformance.waiting import wait_until
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import InsufficientCapacity, NodeClaimNotFound
+from karpenter_kwok.cloudprovider import KWOKCloudProvider
 
 pytestmark = pytest.mark.integration
 

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from karpenter_kwok.catalog import CatalogError, generic_catalog, parse_catalog
-from karpenter_kwok.cloudprovider import KWOKCloudProvider, load_instance_types
-from karpenter_kwok.labels import INSTANCE_CPU, INSTANCE_FAMILY, INSTANCE_MEMORY, INSTANCE_SIZE
 
 from karpenter_core.apis import labels
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import InstanceType
+from karpenter_kwok.catalog import CatalogError, generic_catalog, parse_catalog
+from karpenter_kwok.cloudprovider import KWOKCloudProvider, load_instance_types
+from karpenter_kwok.labels import INSTANCE_CPU, INSTANCE_FAMILY, INSTANCE_MEMORY, INSTANCE_SIZE
 
 GIB = 2**30
 MIB = 2**20

@@ -7,15 +7,6 @@ from typing import Any
 
 import pytest
 import yaml
-from karpenter_kwok.catalog import parse_catalog
-from karpenter_kwok.cloudprovider import (
-    KWOKCloudProvider,
-    choose,
-    load_instance_types,
-    node_manifest,
-    node_name,
-)
-from karpenter_kwok.nodeclass import CRD_PATH, KWOKNodeClass, crd
 from pydantic import ValidationError
 
 from karpenter_core.apis import labels
@@ -29,6 +20,15 @@ from karpenter_core.cloudprovider.types import (
     NodeClaimNotFound,
     RepairPolicy,
 )
+from karpenter_kwok.catalog import parse_catalog
+from karpenter_kwok.cloudprovider import (
+    KWOKCloudProvider,
+    choose,
+    load_instance_types,
+    node_manifest,
+    node_name,
+)
+from karpenter_kwok.nodeclass import CRD_PATH, KWOKNodeClass, crd
 
 REGENERATE = "regenerate it with: python -m karpenter_kwok.nodeclass"
 
