@@ -19,15 +19,15 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from karpenter_core.apis.quantity import format_quantity
+from karpenter_core.apis import labels as wk
+from karpenter_core.apis.quantity import format_quantity, to_milli
 from karpenter_core.scheduling.requirements import Requirements
-from karpenter_core.scheduling.snapshot import PodInfo, Snapshot
+from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 from karpenter_core.scheduling.taints import Taint, untolerated
 from karpenter_core.scheduling.templates import NodePoolTemplate, bits, daemon_requirements
 
 if TYPE_CHECKING:
     from karpenter_core.cloudprovider.types import InstanceType, Offering
-    from karpenter_core.scheduling.snapshot import NodeInfo
 
 __all__ = ["MAX_INSTANCE_TYPES", "Minimize", "NewNodeClaim", "Results", "schedulable", "schedule"]
 
@@ -116,9 +116,14 @@ def _signature(pod: PodInfo) -> tuple[object, ...]:
 class _Existing:
     __slots__ = ("available", "node", "pods", "requirements")
 
-    def __init__(self, node: NodeInfo, daemonsets: Sequence[PodInfo]) -> None:
+    def __init__(
+        self,
+        node: NodeInfo,
+        daemonsets: Sequence[PodInfo],
+        requirements: Requirements | None = None,
+    ) -> None:
         self.node = node
-        self.requirements = Requirements.from_labels(node.labels)
+        self.requirements = requirements or Requirements.from_labels(node.labels)
         used = node.requested()
         running = {p.owner_name for p in node.pods if p.is_daemon()}
         for ds in daemonsets:
@@ -236,9 +241,52 @@ class _Solver:
             for node in sorted(snapshot.nodes, key=lambda n: (not n.initialized, n.name))
             if not node.deleting
         ]
+        self.existing += self._in_flight(snapshot)
         self.claims: list[_Claim] = []
         self.waiting: dict[tuple[object, ...], int] = {}
         self._plans: dict[tuple[int, tuple[object, ...]], list[float]] = {}
+
+    def _in_flight(self, snapshot: Snapshot) -> list[_Existing]:
+        """NodeClaims launched but not registered yet, as capacity that pods may wait for."""
+        registered = {node.name for node in snapshot.nodes}
+        registered |= {node.provider_id for node in snapshot.nodes if node.provider_id}
+        catalog = {
+            name: {it.name: it for it in types} for name, types in snapshot.instance_types.items()
+        }
+        out = []
+        for claim in sorted(snapshot.nodeclaims, key=lambda c: c.metadata.name or ""):
+            manifest = claim.to_manifest()
+            meta, spec, status = manifest["metadata"], manifest["spec"], manifest.get("status", {})
+            if (
+                meta.get("deletionTimestamp")
+                or {status.get("nodeName"), status.get("providerID")} & registered
+            ):
+                continue
+            requirements = Requirements.from_node_selector(spec.get("requirements") or ())
+            requirements.add(*Requirements.from_labels(meta.get("labels") or {}).values())
+            nodepool = requirements.labels().get(wk.NODEPOOL, "")
+            allocatable = dict(claim.status.allocatable)
+            if allocatable:
+                capacity = {n: to_milli(q) for n, q in allocatable.items()}
+            else:
+                instance_type = catalog.get(nodepool, {}).get(
+                    requirements.labels().get(wk.INSTANCE_TYPE, "")
+                )
+                if instance_type is None:
+                    self.results.warnings.append(
+                        f"NodeClaim {meta.get('name')}: capacity unknown until it launches; not counted"
+                    )
+                    continue
+                capacity = instance_type.allocatable
+            node = NodeInfo(
+                meta.get("name") or "",
+                requirements.labels(),
+                capacity,
+                taints=[Taint.from_manifest(t) for t in spec.get("taints") or ()],
+                initialized=False,
+            )
+            out.append(_Existing(node, snapshot.daemonsets, requirements))
+        return out
 
     def solve(self, pods: Sequence[PodInfo]) -> Results:
         queue = sorted(

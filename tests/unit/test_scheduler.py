@@ -282,3 +282,37 @@ def test_nodepool_without_instance_types_is_a_warning():
     results = run([pod("a")], pools)
     assert results.warnings == ["NodePool default: no instance type satisfies its requirements"]
     assert "default/a" in results.unschedulable
+
+
+def test_in_flight_nodeclaims_receive_pods_before_new_ones_open():
+    from karpenter_core.apis.v1.nodeclaim import NodeClaim
+
+    claim = NodeClaim.from_manifest(
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": "default-abc", "labels": {"karpenter.sh/nodepool": "default"}},
+            "spec": {
+                "nodeClassRef": {"group": "example.com", "kind": "ExampleNodeClass", "name": "x"},
+                "requirements": [
+                    {
+                        "key": "node.kubernetes.io/instance-type",
+                        "operator": "In",
+                        "values": ["medium-4"],
+                    },
+                    {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]},
+                ],
+            },
+        }
+    )
+    pools = [nodepool()]
+    snapshot = Snapshot(
+        nodepools=pools,
+        instance_types={"default": CATALOG},
+        pending=[pod("a", cpu=1000), pod("b", cpu=1000), pod("c", cpu=3000)],
+        nodeclaims=[claim],
+    )
+    results = schedule(snapshot)
+    # medium-4 has 3.9 CPU allocatable: the 3 CPU pod takes it, the two 1 CPU pods need a new node.
+    assert [p.name for p in results.existing["default-abc"]] == ["c"]
+    assert sorted(p.name for c in results.new_nodeclaims for p in c.pods) == ["a", "b"]
