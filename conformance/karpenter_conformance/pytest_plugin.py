@@ -9,6 +9,7 @@ or ``$KUBECONFIG``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -98,8 +99,12 @@ def _project_crds(config: pytest.Config) -> list[Path]:
 
 
 def _say(config: pytest.Config, message: str) -> None:
+    """Show a progress line on the terminal, even while output is captured."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
         reporter.write_line(message)
 
 
@@ -138,24 +143,34 @@ def _docker_cluster(
     try:
         from pytest_docker.plugin import get_docker_ip, get_docker_services
     except ImportError:
-        pytest.skip("--cluster-backend docker needs pytest-docker: pip install "
-                    "'karpenter-conformance[docker]'")
+        pytest.skip(
+            "--cluster-backend docker needs pytest-docker: pip install "
+            "'karpenter-conformance[docker]'"
+        )
     compose = f"KWOK_CLUSTER_IMAGE={shlex.quote(versions.KWOK_CLUSTER_IMAGE)} docker compose"
     project = f"karpenter-conformance-{os.getpid()}"
-    with get_docker_services(compose, str(COMPOSE_FILE), project, ["up -d"], ["down -v"]) as services:
+    with get_docker_services(
+        compose, str(COMPOSE_FILE), project, ["up -d"], ["down -v"]
+    ) as services:
         server = f"http://{get_docker_ip()}:{services.port_for('kwok', 8080)}"
         services.wait_until_responsive(
             lambda: _http_ok(f"{server}/readyz"), timeout=DOCKER_READY_TIMEOUT, pause=0.5
         )
         kubeconfig = tmp_path_factory.mktemp("docker-cluster") / "kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "kwok", "cluster": {"server": server}}],
-            "users": [{"name": "anonymous", "user": {}}],
-            "contexts": [{"name": "kwok", "context": {"cluster": "kwok", "user": "anonymous"}}],
-            "current-context": "kwok",
-        }))
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "kwok", "cluster": {"server": server}}],
+                    "users": [{"name": "anonymous", "user": {}}],
+                    "contexts": [
+                        {"name": "kwok", "context": {"cluster": "kwok", "user": "anonymous"}}
+                    ],
+                    "current-context": "kwok",
+                }
+            )
+        )
         crds.apply(kubeconfig, _project_crds(config))
         yield KubeCluster("docker", kubeconfig)
 
@@ -194,7 +209,8 @@ def namespace(kube_client: client.ApiClient, request: pytest.FixtureRequest) -> 
     created = core.create_namespace(
         client.V1Namespace(metadata=client.V1ObjectMeta(generate_name=f"{slug or 'test'}-"))
     )
-    name: str = created.metadata.name
+    assert created.metadata is not None and created.metadata.name is not None
+    name = created.metadata.name
     try:
         yield name
     finally:

@@ -25,6 +25,7 @@ def wait_until(
         if value:
             return value
         if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {description} "
-                               f"(last value: {value!r})")
+            raise TimeoutError(
+                f"timed out after {timeout:.0f}s waiting for {description} (last value: {value!r})"
+            )
         time.sleep(interval)

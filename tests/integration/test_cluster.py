@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 
 import pytest
+import urllib3
 from kubernetes import client, watch
 
 from karpenter_conformance.pytest_plugin import KubeCluster
@@ -22,16 +24,18 @@ def fake_node(kube_client: client.ApiClient) -> Iterator[str]:
     core = client.CoreV1Api(kube_client)
     name = f"kwok-node-{uuid.uuid4().hex[:8]}"
     resources = {"cpu": "32", "memory": "256Gi", "pods": "110"}
-    core.create_node({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": KWOK_ANNOTATION,
-            "labels": {"kubernetes.io/hostname": name, "type": "kwok"},
-        },
-        "status": {"capacity": resources, "allocatable": resources},
-    })
+    core.create_node(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "annotations": KWOK_ANNOTATION,
+                "labels": {"kubernetes.io/hostname": name, "type": "kwok"},
+            },
+            "status": {"capacity": resources, "allocatable": resources},
+        }
+    )
     try:
         yield name
     finally:
@@ -56,11 +60,13 @@ def _deployment(name: str, node: str, replicas: int) -> dict[str, object]:
                 "metadata": {"labels": labels},
                 "spec": {
                     "nodeSelector": {"kubernetes.io/hostname": node},
-                    "containers": [{
-                        "name": "app",
-                        "image": "registry.example/app:1",
-                        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
-                    }],
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "registry.example/app:1",
+                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                        }
+                    ],
                 },
             },
         },
@@ -69,7 +75,9 @@ def _deployment(name: str, node: str, replicas: int) -> dict[str, object]:
 
 def _running_pods(core: client.CoreV1Api, namespace: str, app: str) -> list[client.V1Pod]:
     pods = core.list_namespaced_pod(namespace, label_selector=f"app={app}").items
-    return [p for p in pods if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
+    return [
+        p for p in pods if p.status.phase == "Running" and p.metadata.deletion_timestamp is None
+    ]
 
 
 def _run_deployment(
@@ -107,12 +115,15 @@ def test_pod_disruption_budget_status_is_computed(
 ) -> None:
     _run_deployment(kube_client, namespace, fake_node, replicas=3)
     policy = client.PolicyV1Api(kube_client)
-    policy.create_namespaced_pod_disruption_budget(namespace, {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "web"},
-        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
-    })
+    policy.create_namespaced_pod_disruption_budget(
+        namespace,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
 
     def settled() -> client.V1PodDisruptionBudgetStatus | None:
         status = policy.read_namespaced_pod_disruption_budget_status("web", namespace).status
@@ -140,25 +151,55 @@ def test_deleting_a_namespace_removes_its_pods(
     assert core.list_namespaced_pod(namespace).items == []
 
 
-def test_watch_resumes_after_apiserver_restart(
+def _config_map_names_since(core: client.CoreV1Api, namespace: str, version: str) -> set[str]:
+    """What an informer learns after a break: events since ``version``, or a relist on 410."""
+    try:
+        return {
+            event["object"].metadata.name
+            for event in watch.Watch().stream(
+                core.list_namespaced_config_map,
+                namespace,
+                resource_version=version,
+                timeout_seconds=3,
+            )
+        }
+    except client.ApiException as error:
+        if error.status != 410:
+            raise
+        return {cm.metadata.name for cm in core.list_namespaced_config_map(namespace).items}
+
+
+def test_watch_recovers_after_apiserver_restart(
     kube_cluster: KubeCluster, kube_client: client.ApiClient, namespace: str
 ) -> None:
     core = client.CoreV1Api(kube_client)
-    before = core.create_namespaced_config_map(
+    core.create_namespaced_config_map(
         namespace, {"metadata": {"name": "before"}, "data": {"k": "v"}}
     )
-    kube_cluster.restart_apiserver()
-    core.create_namespaced_config_map(namespace, {"metadata": {"name": "after"}})
+    version = core.list_namespaced_config_map(namespace).metadata.resource_version
+    seen: list[str] = []
+    ended = threading.Event()
 
-    seen = []
-    for event in watch.Watch().stream(
-        core.list_namespaced_config_map,
-        namespace,
-        resource_version=before.metadata.resource_version,
-        timeout_seconds=10,
-    ):
-        seen.append((event["type"], event["object"].metadata.name))
-        if event["object"].metadata.name == "after":
-            break
-    assert ("ADDED", "after") in seen
+    def consume() -> None:
+        try:
+            for event in watch.Watch().stream(
+                core.list_namespaced_config_map,
+                namespace,
+                resource_version=version,
+                timeout_seconds=300,
+            ):
+                seen.append(event["object"].metadata.name)
+        except urllib3.exceptions.HTTPError:
+            pass  # the restart cut the connection
+        finally:
+            ended.set()
+
+    threading.Thread(target=consume, daemon=True).start()
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "probe"}})
+    wait_until(lambda: "probe" in seen, "the open watch to deliver the probe")
+
+    kube_cluster.restart_apiserver()
+    assert ended.wait(30), "a watch open across the restart never ended"
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "after"}})
+    assert "after" in _config_map_names_since(core, namespace, version)
     assert core.read_namespaced_config_map("before", namespace).data == {"k": "v"}

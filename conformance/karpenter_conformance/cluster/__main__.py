@@ -31,8 +31,8 @@ def _up(args: argparse.Namespace) -> None:
         files = control_plane.default_crd_files(control_plane.find_project_root(Path.cwd()))
     cluster = control_plane.ControlPlane(_state_dir(args))
     seconds = cluster.start(files)
-    for name, info in cluster.describe().items():
-        print(f"{name:<24} pid {info['pid']:<8} log {info['log']}", file=sys.stderr)
+    for name, (pid, log) in cluster.describe().items():
+        print(f"{name:<24} pid {pid:<8} log {log}", file=sys.stderr)
     print(f"{len(files)} CRD file(s) applied; control plane up in {seconds:.1f}s", file=sys.stderr)
     print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
 
@@ -43,10 +43,12 @@ def _down(args: argparse.Namespace) -> None:
 
 
 def _env(args: argparse.Namespace) -> None:
-    kubeconfig = control_plane.ControlPlane(_state_dir(args)).kubeconfig
-    if not kubeconfig.is_file():
-        raise control_plane.ClusterError(f"no kubeconfig at {kubeconfig}; run `up` first")
-    print(f"export KUBECONFIG={shlex.quote(str(kubeconfig))}")
+    cluster = control_plane.ControlPlane(_state_dir(args))
+    if not cluster.running_components():
+        raise control_plane.ClusterError(
+            f"no control plane runs from {cluster.state_dir}; run `up`"
+        )
+    print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Build and run a local Kubernetes control plane with KWOK.",
     )
     parser.add_argument(
-        "--state-dir", type=Path, help=f"runtime files (default: ${control_plane.STATE_ENV} "
+        "--state-dir",
+        type=Path,
+        help=f"runtime files (default: ${control_plane.STATE_ENV} "
         "or ~/.cache/karpenter-py/cluster/run)",
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -65,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     build_cmd.set_defaults(run=_build)
     up_cmd = commands.add_parser("up", help="start the control plane and apply CRDs")
     up_cmd.add_argument(
-        "--crd-dir", type=Path, action="append",
+        "--crd-dir",
+        type=Path,
+        action="append",
         help="directory of CRD YAML to apply (repeatable; default: the project's CRDs)",
     )
     up_cmd.add_argument("--no-crds", action="store_true", help="apply no CRDs")

@@ -7,6 +7,8 @@ directory outside the repository (``~/.cache/karpenter-py/cluster/<versions-key>
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -220,14 +222,25 @@ def _build_kubernetes(
             staging = sorted(set(_STAGING_REPLACE.findall(Path(info["GoMod"]).read_text())))
             source = _fresh_dir(work / "kubernetes")
             (source / "go.mod").write_text(_kubernetes_go_mod(release, local_go, staging))
-            log(f"[build] kubernetes {release.version} (staging {release.staging}): building "
-                f"{', '.join(KUBERNETES_COMMANDS)} in one go build")
+            log(
+                f"[build] kubernetes {release.version} (staging {release.staging}): building "
+                f"{', '.join(KUBERNETES_COMMANDS)} in one go build"
+            )
             packages = [f"{versions.KUBERNETES_MODULE}/cmd/{name}" for name in KUBERNETES_COMMANDS]
             job = _GoJob(
                 "kubernetes",
-                ["build", "-mod=mod", "-trimpath", f"-ldflags={_kubernetes_ldflags(release)}",
-                 "-o", f"{out}/", *packages],
-                source, env, log_file,
+                [
+                    "build",
+                    "-mod=mod",
+                    "-trimpath",
+                    f"-ldflags={_kubernetes_ldflags(release)}",
+                    "-o",
+                    f"{out}/",
+                    *packages,
+                ],
+                source,
+                env,
+                log_file,
             )
             try:
                 return release, job.wait(), refused
@@ -289,12 +302,27 @@ def _run_jobs(jobs: Iterable[_GoJob], seconds: dict[str, float], log: Log) -> No
             job.stop()
 
 
+@contextlib.contextmanager
+def _exclusive(lock_file: Path) -> Iterator[None]:
+    """Hold an exclusive lock so concurrent builds (e.g. pytest workers) take turns."""
+    with lock_file.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def build(force: bool = False, log: Log = _stderr) -> BuildResult:
     """Build whatever binaries are missing from the cache (all of them with ``force``)."""
     env = _go_env()
     root = cache_dir()
     logs = root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    with _exclusive(root / "build.lock"):
+        return _build_locked(force, env, root, logs, log)
+
+
+def _build_locked(
+    force: bool, env: dict[str, str], root: Path, logs: Path, log: Log
+) -> BuildResult:
     work = _fresh_dir(root / "work")
     out = work / "out"
     seconds: dict[str, float] = {}
@@ -316,17 +344,32 @@ def build(force: bool = False, log: Log = _stderr) -> BuildResult:
             log(f"[build] etcd {versions.ETCD}: building")
             yield _GoJob(
                 "etcd",
-                ["build", "-mod=mod", "-trimpath", "-ldflags=-s -w", "-o", str(out / "etcd"),
-                 versions.ETCD_MODULE],
-                etcd_src, env, logs / "etcd.log",
+                [
+                    "build",
+                    "-mod=mod",
+                    "-trimpath",
+                    "-ldflags=-s -w",
+                    "-o",
+                    str(out / "etcd"),
+                    versions.ETCD_MODULE,
+                ],
+                etcd_src,
+                env,
+                logs / "etcd.log",
             )
         if missing("kwok"):
             log(f"[build] kwok {versions.KWOK}: building")
             yield _GoJob(
                 "kwok",
-                ["install", "-trimpath", "-ldflags=-s -w",
-                 f"{versions.KWOK_MODULE}/cmd/kwok@{versions.KWOK}"],
-                work, {**env, "GOBIN": str(out)}, logs / "kwok.log",
+                [
+                    "install",
+                    "-trimpath",
+                    "-ldflags=-s -w",
+                    f"{versions.KWOK_MODULE}/cmd/kwok@{versions.KWOK}",
+                ],
+                work,
+                {**env, "GOBIN": str(out)},
+                logs / "kwok.log",
             )
 
     total = time.monotonic()
@@ -348,13 +391,19 @@ def build(force: bool = False, log: Log = _stderr) -> BuildResult:
     shutil.rmtree(work, ignore_errors=True)
 
     previous = manifest.get("build_seconds", {})
-    (root / MANIFEST_FILE).write_text(json.dumps({
-        "kubernetes": release.version,
-        "staging": release.staging,
-        "etcd": versions.ETCD,
-        "kwok": versions.KWOK,
-        "build_seconds": {**previous, **{k: round(v, 1) for k, v in seconds.items()}},
-        "refused": refused,
-    }, indent=2) + "\n")
+    (root / MANIFEST_FILE).write_text(
+        json.dumps(
+            {
+                "kubernetes": release.version,
+                "staging": release.staging,
+                "etcd": versions.ETCD,
+                "kwok": versions.KWOK,
+                "build_seconds": {**previous, **{k: round(v, 1) for k, v in seconds.items()}},
+                "refused": refused,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     log(f"[build] done in {_format_seconds(time.monotonic() - total)}; binaries in {bin_dir()}")
     return BuildResult(bin_dir(), release, seconds, refused)

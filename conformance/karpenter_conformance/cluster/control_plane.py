@@ -6,6 +6,7 @@ directory. A pid file there lets another process (``python -m ... down``) stop t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -19,7 +20,6 @@ import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -45,6 +45,8 @@ CONTROLLERS = (
     "garbage-collector-controller",
     "pod-garbage-collector-controller",
     "namespace-controller",
+    # Lifts the not-ready taint that admission puts on every new Node once it is Ready.
+    "node-lifecycle-controller",
     "serviceaccount-controller",
     "serviceaccount-token-controller",
 )
@@ -114,12 +116,24 @@ def write_kubeconfig(path: Path, server: str, ca: Path, client: pki.KeyPair, use
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "local", "cluster": {
-            "server": server, "certificate-authority": str(ca),
-        }}],
-        "users": [{"name": user, "user": {
-            "client-certificate": str(client.cert), "client-key": str(client.key),
-        }}],
+        "clusters": [
+            {
+                "name": "local",
+                "cluster": {
+                    "server": server,
+                    "certificate-authority": str(ca),
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate": str(client.cert),
+                    "client-key": str(client.key),
+                },
+            }
+        ],
         "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
         "current-context": "local",
     }
@@ -173,8 +187,12 @@ class _Process:
     def start(self, env: dict[str, str]) -> None:
         with self.log.open("ab") as out:
             self.popen = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                env=env, start_new_session=True,
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
             )
         self.pid = self.popen.pid
 
@@ -221,7 +239,8 @@ class ControlPlane:
             crds.apply(self.kubeconfig, crd_files)
             self._wait_component_health()
         except BaseException:
-            self.stop()
+            with contextlib.suppress(ClusterError):
+                self.stop()
             raise
         return time.monotonic() - started
 
@@ -250,9 +269,14 @@ class ControlPlane:
 
     # -- state -----------------------------------------------------------------------
 
+    def running_components(self) -> list[str]:
+        """Names of the components of this state directory that are running now."""
+        if not self._processes:
+            self._load_pid_file()
+        return [p.name for p in self._processes.values() if p.running()]
+
     def _refuse_if_running(self) -> None:
-        self._load_pid_file()
-        running = [p.name for p in self._processes.values() if p.running()]
+        running = self.running_components()
         self._processes.clear()
         if running:
             raise ClusterError(
@@ -262,7 +286,7 @@ class ControlPlane:
             )
 
     def _prepare_state_dir(self) -> None:
-        for name in ("etcd-data", "pki", "logs", "apiserver-certs", "kwok-home"):
+        for name in ("etcd-data", "pki", "logs", "kwok-home"):
             shutil.rmtree(self.state_dir / name, ignore_errors=True)
         (self.state_dir / "logs").mkdir(parents=True)
         self._pki = pki.generate(self.state_dir / "pki")
@@ -323,11 +347,17 @@ class ControlPlane:
 
         write_kubeconfig(self.kubeconfig, server, keys.ca.cert, keys.admin, "admin")
         kcm_config = write_kubeconfig(
-            state / "controller-manager.kubeconfig", server, keys.ca.cert,
-            keys.controller_manager, "system:kube-controller-manager",
+            state / "controller-manager.kubeconfig",
+            server,
+            keys.ca.cert,
+            keys.controller_manager,
+            "system:kube-controller-manager",
         )
         sched_config = write_kubeconfig(
-            state / "scheduler.kubeconfig", server, keys.ca.cert, keys.scheduler,
+            state / "scheduler.kubeconfig",
+            server,
+            keys.ca.cert,
+            keys.scheduler,
             "system:kube-scheduler",
         )
         kwok_config = write_kubeconfig(
@@ -335,93 +365,121 @@ class ControlPlane:
         )
 
         etcd_url = f"http://127.0.0.1:{etcd_port}"
-        self._launch("etcd", [
-            f"--data-dir={state / 'etcd-data'}",
-            f"--listen-client-urls={etcd_url}",
-            f"--advertise-client-urls={etcd_url}",
-            f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
-            f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
-            "--name=local",
-            f"--initial-cluster=local=http://127.0.0.1:{etcd_peer}",
-            "--unsafe-no-fsync=true",
-            "--log-level=warn",
-        ], (etcd_port, etcd_peer))
-        apiserver = self._launch("kube-apiserver", [
-            f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={api_port}",
-            f"--cert-dir={state / 'apiserver-certs'}",
-            f"--tls-cert-file={keys.apiserver.cert}",
-            f"--tls-private-key-file={keys.apiserver.key}",
-            f"--client-ca-file={keys.ca.cert}",
-            # A front-proxy CA lets kcm and the scheduler load their authentication config
-            # cleanly; no certificate with the allowed name is ever issued.
-            f"--requestheader-client-ca-file={keys.ca.cert}",
-            "--requestheader-allowed-names=front-proxy-client",
-            "--requestheader-username-headers=X-Remote-User",
-            "--requestheader-group-headers=X-Remote-Group",
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-            "--authorization-mode=RBAC",
-            f"--service-account-issuer={server}/",
-            f"--service-account-key-file={keys.service_account_pub}",
-            f"--service-account-signing-key-file={keys.service_account_key}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--allow-privileged=true",
-            "--disable-admission-plugins=ServiceAccount",
-            # The endpoints of the "kubernetes" Service cannot be a loopback address.
-            "--endpoint-reconciler-type=none",
-            "--profiling=false",
-        ], (api_port,))
+        self._launch(
+            "etcd",
+            [
+                f"--data-dir={state / 'etcd-data'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+                "--name=local",
+                f"--initial-cluster=local=http://127.0.0.1:{etcd_peer}",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+            (etcd_port, etcd_peer),
+        )
+        apiserver = self._launch(
+            "kube-apiserver",
+            [
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--tls-cert-file={keys.apiserver.cert}",
+                f"--tls-private-key-file={keys.apiserver.key}",
+                f"--client-ca-file={keys.ca.cert}",
+                # A front-proxy CA lets kcm and the scheduler load their authentication config
+                # cleanly; no certificate with the allowed name is ever issued.
+                f"--requestheader-client-ca-file={keys.ca.cert}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer={server}/",
+                f"--service-account-key-file={keys.service_account_pub}",
+                f"--service-account-signing-key-file={keys.service_account_key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--allow-privileged=true",
+                "--disable-admission-plugins=ServiceAccount",
+                # The endpoints of the "kubernetes" Service cannot be a loopback address.
+                "--endpoint-reconciler-type=none",
+                "--profiling=false",
+            ],
+            (api_port,),
+        )
         self._wait_ready(apiserver, self._url(api_port, "/readyz"))
 
         serving = ["--bind-address=127.0.0.1", f"--client-ca-file={keys.ca.cert}"]
-        self._launch("kube-controller-manager", [
-            *serving,
-            f"--secure-port={kcm_port}",
-            f"--tls-cert-file={keys.controller_manager_serving.cert}",
-            f"--tls-private-key-file={keys.controller_manager_serving.key}",
-            f"--kubeconfig={kcm_config}",
-            f"--authentication-kubeconfig={kcm_config}",
-            f"--authorization-kubeconfig={kcm_config}",
-            "--leader-elect=false",
-            "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={keys.service_account_key}",
-            f"--root-ca-file={keys.ca.cert}",
-            f"--controllers={','.join(CONTROLLERS)}",
-            f"--kube-api-qps={CLIENT_QPS}",
-            f"--kube-api-burst={CLIENT_BURST}",
-            "--profiling=false",
-        ], (kcm_port,))
-        self._launch("kube-scheduler", [
-            *serving,
-            f"--secure-port={sched_port}",
-            f"--tls-cert-file={keys.scheduler_serving.cert}",
-            f"--tls-private-key-file={keys.scheduler_serving.key}",
-            f"--config={self._scheduler_config(sched_config)}",
-            f"--authentication-kubeconfig={sched_config}",
-            f"--authorization-kubeconfig={sched_config}",
-        ], (sched_port,))
+        self._launch(
+            "kube-controller-manager",
+            [
+                *serving,
+                f"--secure-port={kcm_port}",
+                f"--tls-cert-file={keys.controller_manager_serving.cert}",
+                f"--tls-private-key-file={keys.controller_manager_serving.key}",
+                f"--kubeconfig={kcm_config}",
+                f"--authentication-kubeconfig={kcm_config}",
+                f"--authorization-kubeconfig={kcm_config}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={keys.service_account_key}",
+                f"--root-ca-file={keys.ca.cert}",
+                f"--controllers={','.join(CONTROLLERS)}",
+                f"--kube-api-qps={CLIENT_QPS}",
+                f"--kube-api-burst={CLIENT_BURST}",
+                "--profiling=false",
+            ],
+            (kcm_port,),
+        )
+        self._launch(
+            "kube-scheduler",
+            [
+                *serving,
+                f"--secure-port={sched_port}",
+                f"--tls-cert-file={keys.scheduler_serving.cert}",
+                f"--tls-private-key-file={keys.scheduler_serving.key}",
+                f"--config={self._scheduler_config(sched_config)}",
+                f"--authentication-kubeconfig={sched_config}",
+                f"--authorization-kubeconfig={sched_config}",
+            ],
+            (sched_port,),
+        )
+        # A HOME of its own keeps a developer's ~/.kwok/kwok.yaml out of KWOK's config.
         kwok_home = state / "kwok-home"
         kwok_home.mkdir()
-        self._launch("kwok", [
-            f"--kubeconfig={kwok_config}",
-            f"--config={build.stages_path()}",
-            "--manage-all-nodes=false",
-            f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
-            f"--cidr={POD_CIDR}",
-        ], (), env={**self._env(), "HOME": str(kwok_home)})  # keeps ~/.kwok/kwok.yaml out
+        self._launch(
+            "kwok",
+            [
+                f"--kubeconfig={kwok_config}",
+                f"--config={build.stages_path()}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
+                f"--cidr={POD_CIDR}",
+            ],
+            (),
+            env={**self._env(), "HOME": str(kwok_home)},
+        )
 
     def _scheduler_config(self, kubeconfig: Path) -> Path:
         path = self.state_dir / "scheduler-config.yaml"
-        path.write_text(yaml.safe_dump({
-            "apiVersion": "kubescheduler.config.k8s.io/v1",
-            "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {
-                "kubeconfig": str(kubeconfig), "qps": CLIENT_QPS, "burst": CLIENT_BURST,
-            },
-            "leaderElection": {"leaderElect": False},
-        }, sort_keys=False))
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "clientConnection": {
+                        "kubeconfig": str(kubeconfig),
+                        "qps": CLIENT_QPS,
+                        "burst": CLIENT_BURST,
+                    },
+                    "leaderElection": {"leaderElect": False},
+                },
+                sort_keys=False,
+            )
+        )
         return path
 
     def _wait_component_health(self) -> None:
@@ -457,10 +515,6 @@ class ControlPlane:
             time.sleep(0.1)
         raise process.failure(f"was not ready at {url} after {timeout:.0f}s ({last})")
 
-    def describe(self) -> dict[str, Any]:
-        """Pids and log paths of the running components."""
-        return {
-            name: {"pid": p.pid, "log": str(p.log), "running": p.running()}
-            for name, p in self._processes.items()
-        }
-
+    def describe(self) -> dict[str, tuple[int, Path]]:
+        """Pid and log path of each started component."""
+        return {name: (p.pid, p.log) for name, p in self._processes.items()}

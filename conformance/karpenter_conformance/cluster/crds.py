@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,15 +26,17 @@ def load(files: Sequence[Path]) -> list[dict[str, Any]]:
             if not document:
                 continue
             if document.get("kind") != "CustomResourceDefinition":
-                raise CrdError(f"{path}: expected CustomResourceDefinition, got {document.get('kind')}")
+                raise CrdError(
+                    f"{path}: expected CustomResourceDefinition, got {document.get('kind')}"
+                )
             documents.append(document)
     return documents
 
 
 def _established(api: client.ApiextensionsV1Api, name: str) -> bool:
-    response = api.read_custom_resource_definition_status(name, _preload_content=False)
-    conditions = json.loads(response.data).get("status", {}).get("conditions", [])
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+    status = api.read_custom_resource_definition_status(name).status
+    conditions = (status.conditions if status else None) or []
+    return any(c.type == "Established" and c.status == "True" for c in conditions)
 
 
 def apply(kubeconfig: Path, files: Sequence[Path], timeout: float = ESTABLISH_TIMEOUT) -> list[str]:
@@ -57,7 +58,9 @@ def apply(kubeconfig: Path, files: Sequence[Path], timeout: float = ESTABLISH_TI
                     _content_type="application/apply-patch+yaml",
                 )
             except client.ApiException as error:
-                raise CrdError(f"applying CRD {name} failed: {error.status} {error.body}") from error
+                raise CrdError(
+                    f"applying CRD {name} failed: {error.status} {error.body}"
+                ) from error
             names.append(name)
         deadline = time.monotonic() + timeout
         pending = list(names)
