@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from karpenter_core.apis.v1.nodeclaim import NodeClaim
     from karpenter_core.apis.v1.nodepool import NodePool
-    from karpenter_core.cloudprovider.types import InstanceType, Resources
+    from karpenter_core.cloudprovider.types import InstanceType
 
 __all__ = [
     "DecodeError",
@@ -363,11 +363,3 @@ class Snapshot:
     persistent_volumes: list[Mapping[str, Any]] = field(default_factory=list)
     persistent_volume_claims: list[Mapping[str, Any]] = field(default_factory=list)
     storage_classes: list[Mapping[str, Any]] = field(default_factory=list)
-
-
-def total_requests(pods: Sequence[PodInfo]) -> Resources:
-    """The sum of the pods' requests."""
-    total: dict[str, int] = {}
-    for pod in pods:
-        _add(total, pod.requests)
-    return total
