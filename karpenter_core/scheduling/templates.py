@@ -165,9 +165,11 @@ class NodePoolTemplate:
         cached = self._daemon_overhead.get(instance_type.name)
         if cached is not None:
             return cached
+        node = self.requirements.copy()
+        node.add(*instance_type.requirements.values())
         total: dict[str, int] = {}
         for ds in self.daemonsets:
-            if instance_type.requirements.compatible(daemon_requirements(ds)) is None:
+            if node.compatible(daemon_requirements(ds)) is None:
                 for name, amount in ds.requests.items():
                     total[name] = total.get(name, 0) + amount
         self._daemon_overhead[instance_type.name] = total

@@ -316,3 +316,17 @@ def test_in_flight_nodeclaims_receive_pods_before_new_ones_open():
     # medium-4 has 3.9 CPU allocatable: the 3 CPU pod takes it, the two 1 CPU pods need a new node.
     assert [p.name for p in results.existing["default-abc"]] == ["c"]
     assert sorted(p.name for c in results.new_nodeclaims for p in c.pods) == ["a", "b"]
+
+
+def test_daemonset_selecting_a_template_label_counts_on_that_nodepool():
+    daemon = PodInfo(
+        "kube-system",
+        "team-agent",
+        {"cpu": 500, "pods": 1000},
+        owner_kind="DaemonSet",
+        node_selector={"team": "x"},
+    )
+    pools = [nodepool(labels={"team": "x"})]
+    results = run([pod("a", cpu=1500)], pools, daemonsets=[daemon])
+    assert results.new_nodeclaims[0].instance_type.name == "arm-4"
+    assert results.new_nodeclaims[0].requests["cpu"] == 2000
