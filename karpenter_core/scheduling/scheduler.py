@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, to_milli
-from karpenter_core.scheduling.requirements import Requirements
+from karpenter_core.scheduling.preferences import PodState
+from karpenter_core.scheduling.requirements import Requirement, Requirements
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 from karpenter_core.scheduling.taints import Taint, untolerated
 from karpenter_core.scheduling.templates import NodePoolTemplate, bits, daemon_requirements
+from karpenter_core.scheduling.topology import AFFINITY, INVERSE, SPREAD, Topology, TopologyGroup
+from karpenter_core.scheduling.volumes import VolumeTopology
 
 if TYPE_CHECKING:
     from karpenter_core.cloudprovider.types import InstanceType, Offering
@@ -35,6 +38,7 @@ MAX_INSTANCE_TYPES = 600
 """Instance types kept on a NodeClaim for the provider to choose from at launch (upstream's cap)."""
 
 _NO_UNDEFINED: frozenset[str] = frozenset()
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 class Minimize(StrEnum):
@@ -59,6 +63,7 @@ class NewNodeClaim:
     instance_types: list[InstanceType]
     instance_type: InstanceType
     offering: Offering
+    min_values_relaxed: bool = False
 
     @property
     def price(self) -> float:
@@ -105,16 +110,39 @@ def _describe(requests: Mapping[str, int]) -> str:
 
 
 def _signature(pod: PodInfo) -> tuple[object, ...]:
+    """Pods with equal signatures are interchangeable for sizing NodeClaims."""
+    constrained = bool(pod.topology_spread or pod.pod_affinity or pod.pod_anti_affinity)
     return (
         tuple(sorted(pod.node_selector.items())),
         repr(pod.node_affinity_required),
+        repr(pod.node_affinity_preferred),
         pod.tolerations,
         tuple(sorted(pod.requests.items())),
-    )
+        pod.host_ports,
+        pod.volume_claims,
+        (pod.namespace, tuple(sorted(pod.labels.items())), repr(pod.topology_spread),
+         repr(pod.pod_affinity), repr(pod.pod_anti_affinity)) if constrained else None,
+    )  # fmt: skip
+
+
+def _ports_conflict(
+    wanted: Sequence[tuple[str, int, str]], used: set[tuple[str, int, str]]
+) -> bool:
+    for ip, port, protocol in wanted:
+        for used_ip, used_port, used_protocol in used:
+            if (
+                port == used_port
+                and protocol == used_protocol
+                and (ip == used_ip or "0.0.0.0" in (ip, used_ip))
+            ):
+                return True
+    return False
 
 
 class _Existing:
-    __slots__ = ("available", "node", "pods", "requirements")
+    """An existing node (or an in-flight NodeClaim) and the pods this run adds to it."""
+
+    __slots__ = ("available", "node", "pods", "ports", "requirements", "taints")
 
     def __init__(
         self,
@@ -124,6 +152,7 @@ class _Existing:
     ) -> None:
         self.node = node
         self.requirements = requirements or Requirements.from_labels(node.labels)
+        self.taints = node.taints
         used = node.requested()
         running = {p.owner_name for p in node.pods if p.is_daemon()}
         for ds in daemonsets:
@@ -132,42 +161,97 @@ class _Existing:
             if self.requirements.compatible(daemon_requirements(ds), _NO_UNDEFINED) is None:
                 used = _add(used, ds.requests)
         self.available = {n: a - used.get(n, 0) for n, a in node.allocatable.items()}
+        self.ports = {port for pod in node.pods for port in pod.host_ports}
         self.pods: list[PodInfo] = []
 
-    def try_add(self, pod: PodInfo, requirements: Requirements) -> bool:
+    def topology_requirements(self) -> Requirements:
+        return self.requirements
+
+    def try_add(
+        self,
+        solver: _Solver,
+        state: PodState,
+        requirements: Requirements,
+        groups: Sequence[TopologyGroup],
+    ) -> bool:
+        pod = state.pod
         if not _fits(pod.requests, self.available):
             return False
-        if untolerated(self.node.taints, pod.tolerations) is not None:
+        if untolerated(self.taints, state.tolerations) is not None:
             return False
         if self.requirements.compatible(requirements, _NO_UNDEFINED) is not None:
             return False
+        if pod.host_ports and _ports_conflict(pod.host_ports, self.ports):
+            return False
+        if groups and solver.domains_for(pod, groups, requirements, self.requirements) is None:
+            return False
         for name, amount in pod.requests.items():
             self.available[name] = self.available.get(name, 0) - amount
+        self.ports.update(pod.host_ports)
         self.pods.append(pod)
         return True
 
 
 class _Claim:
-    __slots__ = ("mask", "pods", "requests", "requirements", "reserved", "template")
+    """A NodeClaim being filled: its requirements and the instance types that still fit."""
+
+    __slots__ = (
+        "hostname",
+        "mask",
+        "min_values_relaxed",
+        "pods",
+        "ports",
+        "requests",
+        "requirements",
+        "reserved",
+        "template",
+    )
 
     def __init__(
         self,
         template: NodePoolTemplate,
+        hostname: str,
         requirements: Requirements,
         mask: int,
         pod: PodInfo,
         reserved: dict[str, int],
+        min_values_relaxed: bool,
     ) -> None:
         self.template = template
+        self.hostname = hostname
         self.reserved = reserved
         self.requirements = requirements
         self.mask = mask
         self.requests = dict(pod.requests)
         self.pods = [pod]
+        self.ports = set(pod.host_ports)
+        self.min_values_relaxed = min_values_relaxed
 
-    def try_add(self, pod: PodInfo, requirements: Requirements) -> bool:
+    @property
+    def taints(self) -> tuple[Taint, ...]:
+        return self.template.taints
+
+    def topology_requirements(self) -> Requirements:
+        labelled = self.requirements.copy()
+        labelled.add(Requirement(wk.HOSTNAME, False, frozenset((self.hostname,))))
+        return labelled
+
+    def try_add(
+        self,
+        solver: _Solver,
+        state: PodState,
+        requirements: Requirements,
+        groups: Sequence[TopologyGroup],
+    ) -> bool:
         template = self.template
-        if untolerated(template.taints, pod.tolerations) is not None:
+        pod = state.pod
+        requests = _add(self.requests, pod.requests)
+        mask = template.index.fitting(requests, self.mask)
+        if not mask:
+            return False
+        if untolerated(template.taints, state.tolerations) is not None:
+            return False
+        if pod.host_ports and _ports_conflict(pod.host_ports, self.ports):
             return False
         merged = self.requirements
         if requirements:
@@ -175,15 +259,25 @@ class _Claim:
                 return False
             merged = self.requirements.copy()
             merged.add(*requirements.values())
-        requests = _add(self.requests, pod.requests)
-        mask = template.index.fitting(requests, self.mask)
-        if mask and merged is not self.requirements:
             mask &= template.compatible(merged)[0]
-        if not mask:
+            if not mask:
+                return False
+        narrowed: list[str] = []
+        if groups:
+            chosen = solver.narrow(pod, groups, requirements, template, merged, mask, self.hostname)
+            if chosen is None:
+                return False
+            merged, mask, narrowed = chosen
+        relaxed = solver.min_values_check(template, requests, merged)
+        if relaxed is None:
             return False
         self.mask = mask
         self.requirements = merged
         self.requests = requests
+        self.min_values_relaxed = self.min_values_relaxed or relaxed
+        self.ports.update(pod.host_ports)
+        if narrowed:
+            solver.topology.record_narrowed(self.pods, self, frozenset(narrowed))
         self.pods.append(pod)
         return True
 
@@ -214,12 +308,21 @@ class _Claim:
             instance_types=[types[i] for i in ranked[:MAX_INSTANCE_TYPES]],
             instance_type=types[best],
             offering=offerings[best],
+            min_values_relaxed=self.min_values_relaxed,
         )
 
 
 class _Solver:
-    def __init__(self, snapshot: Snapshot, minimize: Minimize) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        minimize: Minimize,
+        ignore_preferences: bool,
+        min_values_strict: bool,
+    ) -> None:
         self.minimize = minimize
+        self.ignore_preferences = ignore_preferences
+        self.min_values_strict = min_values_strict
         self.results = Results()
         self.templates: list[NodePoolTemplate] = []
         for nodepool in sorted(
@@ -244,7 +347,49 @@ class _Solver:
         self.existing += self._in_flight(snapshot)
         self.claims: list[_Claim] = []
         self.waiting: dict[tuple[object, ...], int] = {}
-        self._plans: dict[tuple[int, tuple[object, ...]], list[float]] = {}
+        self._plans: dict[tuple[int, tuple[object, ...], int | None], list[float]] = {}
+        self.volumes = VolumeTopology(
+            snapshot.persistent_volume_claims, snapshot.persistent_volumes, snapshot.storage_classes
+        )
+        self.topology = Topology(self._domains)
+        for existing in self.existing:
+            for pod in existing.node.pods:
+                self.topology.place(pod, existing)
+                if pod.pod_anti_affinity:
+                    state = PodState(pod, Requirements())
+                    owned = state.groups(self.topology, state.requirements())
+                    self.topology.record_owner(pod, owned, existing)
+        self._topology_reason = ""
+
+    def _domains(self, key: str) -> set[str]:
+        """Every value ``key`` may take: NodePool instance types and offerings, existing nodes."""
+        values: set[str] = set()
+        for template in self.templates:
+            allowed = template.requirements.get_or_exists(key)
+            for it in template.index.types:
+                requirement = it.requirements.get(key)
+                if requirement is not None and not requirement.complement:
+                    values.update(v for v in requirement.values if allowed.has(v))
+                for offering in it.offerings:
+                    requirement = offering.requirements.get(key)
+                    if (
+                        offering.available
+                        and requirement is not None
+                        and not requirement.complement
+                    ):
+                        values.update(v for v in requirement.values if allowed.has(v))
+            requirement = template.requirements.get(key)
+            if (
+                requirement is not None
+                and not requirement.complement
+                and key not in (wk.TOPOLOGY_ZONE, wk.CAPACITY_TYPE)
+            ):
+                values.update(requirement.values)
+        for existing in self.existing:
+            value = existing.requirements.labels().get(key)
+            if value is not None:
+                values.add(value)
+        return values
 
     def _in_flight(self, snapshot: Snapshot) -> list[_Existing]:
         """NodeClaims launched but not registered yet, as capacity that pods may wait for."""
@@ -313,33 +458,157 @@ class _Solver:
         return self.results
 
     def _place(self, pod: PodInfo, signature: tuple[object, ...]) -> str | None:
-        reasons: list[str] = []
-        for requirements in _requirement_options(pod):
-            for existing in self.existing:
-                if existing.try_add(pod, requirements):
-                    return None
-            for claim in sorted(self.claims, key=lambda c: len(c.pods)):
-                if claim.try_add(pod, requirements):
-                    return None
+        volume_requirements = self.volumes.requirements(pod)
+        if isinstance(volume_requirements, str):
+            return volume_requirements
+        state = PodState(pod, volume_requirements, self.ignore_preferences)
+        while True:
+            reason = self._try(state, signature)
+            if reason is None or state.relax() is None:
+                return reason
+
+    def _try(self, state: PodState, signature: tuple[object, ...]) -> str | None:
+        pod = state.pod
+        requirements = state.requirements()
+        owned = state.groups(self.topology, requirements) if self.topology_possible(state) else []
+        checks = [g for g in owned if g.kind != INVERSE]
+        checks += [g for g in self.topology.selecting(pod) if g.kind == INVERSE]
+        placed: _Existing | _Claim | None = None
+        for existing in self.existing:
+            if existing.try_add(self, state, requirements, checks):
+                placed = existing
+                break
+        else:
+            for claim in self.claims:
+                if claim.try_add(self, state, requirements, checks):
+                    placed = claim
+                    break
+        if placed is None:
+            reasons: list[str] = []
             for template in self.templates:
-                reason = self._open(template, pod, requirements, signature)
+                reason = self._open(template, state, requirements, checks, signature)
                 if reason is None:
-                    return None
+                    placed = self.claims[-1]
+                    break
                 reasons.append(reason)
-        if not self.templates:
-            return "no NodePool can launch nodes for it, and no existing node has room"
-        unique = list(dict.fromkeys(reasons))
-        return "; ".join(unique)
+            else:
+                if not self.templates:
+                    return "no NodePool can launch nodes for it, and no existing node has room"
+                return "; ".join(dict.fromkeys(reasons))
+        self.topology.place(pod, placed)
+        self.topology.record_owner(pod, owned, placed)
+        return None
+
+    def topology_possible(self, state: PodState) -> bool:
+        pod = state.pod
+        return bool(pod.topology_spread or pod.pod_affinity or pod.pod_anti_affinity)
+
+    def domains_for(
+        self,
+        pod: PodInfo,
+        groups: Sequence[TopologyGroup],
+        pod_requirements: Requirements,
+        node_requirements: Requirements,
+        hostname: str | None = None,
+    ) -> list[tuple[str, list[str]]] | None:
+        """For each constrained key, the domains this pod may use on that node, best first."""
+        by_key: dict[str, list[TopologyGroup]] = {}
+        for group in groups:
+            by_key.setdefault(group.key, []).append(group)
+        out = []
+        for key, key_groups in by_key.items():
+            if key == wk.HOSTNAME and hostname is not None:
+                node_domains = Requirement(key, False, frozenset((hostname,)))
+            else:
+                node_domains = node_requirements.get(key)
+            if node_domains is None:
+                if hostname is None:  # an existing node without the label is in no domain
+                    if any(g.kind in (SPREAD, AFFINITY) for g in key_groups):
+                        self._topology_reason = f"node has no {key} label"
+                        return None
+                    continue
+                node_domains = Requirement(key, True)
+            pod_domains = pod_requirements.get_or_exists(key)
+            universe = self.topology.domains(key)
+            allowed: list[str] | None = None
+            for group in key_groups:
+                domains = pod_domains
+                if group.kind == SPREAD and group.filter_requirements is None:
+                    domains = Requirement(key, True)
+                options = group.allowed(pod, domains, node_domains, universe)
+                if allowed is not None:
+                    keep = set(options)
+                    options = [d for d in allowed if d in keep]
+                allowed = options
+                if not allowed:
+                    self._topology_reason = group.describe(domains, node_domains)
+                    return None
+            out.append((key, allowed or []))
+        return out
+
+    def narrow(
+        self,
+        pod: PodInfo,
+        groups: Sequence[TopologyGroup],
+        pod_requirements: Requirements,
+        template: NodePoolTemplate,
+        requirements: Requirements,
+        mask: int,
+        hostname: str,
+    ) -> tuple[Requirements, int, list[str]] | None:
+        """Pin each constrained key of a NodeClaim to the best allowed domain that still fits."""
+        choices = self.domains_for(pod, groups, pod_requirements, requirements, hostname)
+        if choices is None:
+            return None
+        narrowed = []
+        for key, domains in choices:
+            if key == wk.HOSTNAME:
+                continue
+            current = requirements.get(key)
+            if current is not None and not current.complement and len(current.values) == 1:
+                continue
+            for domain in domains:
+                candidate = requirements.copy()
+                candidate.add(Requirement(key, False, frozenset((domain,))))
+                candidate_mask = mask & template.compatible(candidate)[0]
+                if candidate_mask:
+                    requirements, mask = candidate, candidate_mask
+                    narrowed.append(key)
+                    break
+            else:
+                self._topology_reason = (
+                    f"no instance type is offered in the {key} domains topology allows "
+                    f"({', '.join(domains[:5])})"
+                )
+                return None
+        return requirements, mask, narrowed
+
+    def min_values_check(
+        self, template: NodePoolTemplate, requests: Mapping[str, int], requirements: Requirements
+    ) -> bool | None:
+        """False when minValues hold, True when relaxed (BestEffort), None when they fail."""
+        if not template.min_values:
+            return False
+        options = template.index.fitting(requests, template.compatible(requirements)[0])
+        shortfall = template.min_values_shortfall(options, requirements)
+        if shortfall is None:
+            return False
+        if self.min_values_strict:
+            self._topology_reason = shortfall
+            return None
+        return True
 
     def _open(
         self,
         template: NodePoolTemplate,
-        pod: PodInfo,
+        state: PodState,
         requirements: Requirements,
+        groups: Sequence[TopologyGroup],
         signature: tuple[object, ...],
     ) -> str | None:
+        pod = state.pod
         prefix = f"NodePool {template.name}: " if len(self.templates) > 1 else ""
-        taint = untolerated(template.taints, pod.tolerations)
+        taint = untolerated(template.taints, state.tolerations)
         if taint is not None:
             return f"{prefix}did not tolerate taint {taint}"
         conflict = template.requirements.compatible(requirements, template.allow_undefined)
@@ -349,7 +618,7 @@ class _Solver:
         merged.add(*requirements.values())
         compatible, offerings = template.compatible(merged)
         if not compatible:
-            return f"{prefix}no instance type with an available offering matches {requirements or merged}"
+            return f"{prefix}no instance type with an available offering matches {_shown(requirements, merged)}"
         index = template.index
         mask = index.fitting(pod.requests, compatible)
         if not mask:
@@ -358,14 +627,28 @@ class _Solver:
                 for name, amount in pod.requests.items()
                 if amount > index.largest(name, compatible)
             }
-            return f"{prefix}no instance type has {_describe(too_big or pod.requests)}"
+            where = f" with {requirements}" if requirements else ""
+            return f"{prefix}no instance type has {_describe(too_big or pod.requests)}{where}"
         mask, limit_reason = template.within_limits(mask)
         if not mask:
             return limit_reason
+        hostname = f"{template.name}-{len(self.claims)}.placeholder"
+        self.topology.domains(wk.HOSTNAME).add(hostname)
+        if groups:
+            chosen = self.narrow(pod, groups, requirements, template, merged, mask, hostname)
+            if chosen is None:
+                self.topology.domains(wk.HOSTNAME).discard(hostname)
+                return f"{prefix}{self._topology_reason}"
+            merged, mask, _ = chosen
+            compatible, offerings = template.compatible(merged)
+        relaxed = self.min_values_check(template, pod.requests, merged)
+        if relaxed is None:
+            self.topology.domains(wk.HOSTNAME).discard(hostname)
+            return f"{prefix}{self._topology_reason}"
         if self.minimize is Minimize.PRICE:
-            mask = self._size(template, mask, offerings, pod, signature)
+            mask = self._size(template, mask, offerings, pod, signature, state.max_per_node(groups))
         reserved = template.reserve(mask)
-        self.claims.append(_Claim(template, merged, mask, pod, reserved))
+        self.claims.append(_Claim(template, hostname, merged, mask, pod, reserved, relaxed))
         return None
 
     def _size(
@@ -375,6 +658,7 @@ class _Solver:
         offerings: Mapping[int, Offering],
         pod: PodInfo,
         signature: tuple[object, ...],
+        per_node: int | None,
     ) -> int:
         """Keep the types no dearer than the first node of the cheapest plan for the waiting pods.
 
@@ -383,13 +667,17 @@ class _Solver:
         and candidate set, up to twice the largest node; beyond that the type with the lowest
         price per pod opens the next node.
         """
-        key = (mask, signature)
+        key = (mask, signature, per_node)
+        waiting = self.waiting[signature]
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = _plan(template, mask, offerings, pod, self.waiting[signature])
-        waiting = self.waiting[signature]
+            plan = self._plans[key] = _plan(template, mask, offerings, pod, waiting, per_node)
         price = plan[waiting] if waiting < len(plan) else plan[-1]
         return sum(1 << i for i in bits(mask) if offerings[i].price <= price)
+
+
+def _shown(requirements: Requirements, merged: Requirements) -> str:
+    return str(requirements) if requirements else str(merged)
 
 
 def _plan(
@@ -398,11 +686,14 @@ def _plan(
     offerings: Mapping[int, Offering],
     pod: PodInfo,
     waiting: int,
+    per_node: int | None,
 ) -> list[float]:
     """``plan[n]``: the price of the first node to open for ``n`` waiting pods (last: any larger)."""
     cheapest_by_held: dict[int, float] = {}
     for i in bits(mask):
         held = template.index.fit_count(i, pod.requests)
+        if per_node is not None:
+            held = min(held, per_node)
         price = offerings[i].price
         if price < cheapest_by_held.get(held, float("inf")):
             cheapest_by_held[held] = price
@@ -424,24 +715,26 @@ def _plan(
     return first
 
 
-def _requirement_options(pod: PodInfo) -> list[Requirements]:
-    """The pod's node requirements, one set per required node-affinity term (they are ORed)."""
-    base = Requirements.from_labels(pod.node_selector)
-    if not pod.node_affinity_required:
-        return [base]
-    options = []
-    for term in pod.node_affinity_required:
-        option = base.copy()
-        option.add(*Requirements.from_node_selector(term).values())
-        options.append(option)
-    return options
-
-
 def schedulable(pods: Sequence[PodInfo]) -> list[PodInfo]:
-    """The pods the provisioner schedules: not bound and not owned by a DaemonSet."""
-    return [p for p in pods if not p.node_name and not p.is_daemon()]
+    """The pods the provisioner schedules: not bound, not DaemonSet-owned, not mirror pods."""
+    return [
+        p
+        for p in pods
+        if not p.node_name and not p.is_daemon() and MIRROR_ANNOTATION not in p.annotations
+    ]
 
 
-def schedule(snapshot: Snapshot, minimize: Minimize = Minimize.PRICE) -> Results:
-    """Place the snapshot's pending pods on existing nodes and new NodeClaims."""
-    return _Solver(snapshot, minimize).solve(schedulable(snapshot.pending))
+def schedule(
+    snapshot: Snapshot,
+    minimize: Minimize = Minimize.PRICE,
+    *,
+    ignore_preferences: bool = False,
+    min_values_strict: bool = True,
+) -> Results:
+    """Place the snapshot's pending pods on existing nodes and new NodeClaims.
+
+    ``ignore_preferences`` is PREFERENCE_POLICY=Ignore; ``min_values_strict`` False is
+    MIN_VALUES_POLICY=BestEffort (NodeClaims that cannot meet minValues are marked relaxed).
+    """
+    solver = _Solver(snapshot, minimize, ignore_preferences, min_values_strict)
+    return solver.solve(schedulable(snapshot.pending))

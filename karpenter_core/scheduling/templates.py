@@ -123,6 +123,9 @@ class NodePoolTemplate:
             for name, value in (spec.get("limits") or {}).items()
         }
         self.remaining: dict[str, int] = dict(self.limits)
+        self.min_values: dict[str, int] = {
+            key: r.min_values for key, r in self.requirements.items() if r.min_values
+        }
         for node in existing_nodes:
             if node.nodepool == self.name:
                 self._consume(node.capacity)
@@ -191,6 +194,24 @@ class NodePoolTemplate:
                 offerings[i] = offering
         self._compatible[requirements] = (mask, offerings)
         return mask, offerings
+
+    def min_values_shortfall(self, mask: int, requirements: Requirements) -> str | None:
+        """Why the types in ``mask`` span fewer values than a requirement's minValues, or None."""
+        for key, minimum in self.min_values.items():
+            allowed = requirements.get_or_exists(key)
+            values: set[str] = set()
+            for i in bits(mask):
+                requirement = self.index.types[i].requirements.get(key)
+                if requirement is not None and not requirement.complement:
+                    values.update(v for v in requirement.values if allowed.has(v))
+                if len(values) >= minimum:
+                    break
+            if len(values) < minimum:
+                return (
+                    f"minValues: NodePool {self.name} needs {minimum} values of {key}, "
+                    f"only {len(values)} fit"
+                )
+        return None
 
     def within_limits(self, mask: int) -> tuple[int, str | None]:
         """The types in ``mask`` a launch can use without exceeding the limits, or why none."""

@@ -1,0 +1,198 @@
+"""A pending pod's constraints as the scheduler applies them, with preferences relaxed in order.
+
+Preferences start out as requirements. When a pod cannot be placed, one is dropped at a time, in
+upstream Karpenter's order: the first of several ORed required node-affinity terms, then the
+heaviest preferred pod affinity, preferred pod anti-affinity, preferred node affinity, one
+ScheduleAnyway spread constraint, and finally PreferNoSchedule taints are tolerated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from karpenter_core.apis import labels as wk
+from karpenter_core.scheduling.requirements import Requirement, Requirements
+from karpenter_core.scheduling.snapshot import PodInfo
+from karpenter_core.scheduling.taints import Toleration
+from karpenter_core.scheduling.topology import (
+    AFFINITY,
+    ANTI_AFFINITY,
+    INVERSE,
+    SPREAD,
+    LabelSelector,
+    Topology,
+    TopologyGroup,
+)
+
+__all__ = ["PodState", "affinity_terms", "domain_requirement"]
+
+_TOLERATE_PREFER_NO_SCHEDULE = Toleration(operator="Exists", effect="PreferNoSchedule")
+
+
+def _by_weight(items: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted(items, key=lambda item: -int(item.get("weight", 0)))
+
+
+def affinity_terms(affinity: Mapping[str, Any] | None) -> tuple[list[Any], list[Any]]:
+    """Required terms, and preferred terms heaviest first, of a podAffinity / podAntiAffinity."""
+    if not affinity:
+        return [], []
+    required = list(affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or ())
+    preferred = _by_weight(affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ())
+    return required, [p.get("podAffinityTerm") or {} for p in preferred]
+
+
+def _namespaces(pod: PodInfo, term: Mapping[str, Any]) -> frozenset[str] | None:
+    listed = term.get("namespaces") or ()
+    selector = term.get("namespaceSelector")
+    if (
+        selector is not None
+        and not selector.get("matchLabels")
+        and not selector.get("matchExpressions")
+    ):
+        return None  # an empty namespaceSelector means every namespace
+    if selector is not None:
+        return None  # namespace labels are not in the snapshot: count every namespace
+    return frozenset(listed) if listed else frozenset((pod.namespace,))
+
+
+def _selector(pod: PodInfo, obj: Mapping[str, Any]) -> LabelSelector | None:
+    selector = LabelSelector.from_manifest(obj.get("labelSelector"))
+    keys = obj.get("matchLabelKeys") or ()
+    if selector is not None and keys:
+        selector = selector.with_labels({k: pod.labels[k] for k in keys if k in pod.labels})
+    return selector
+
+
+class PodState:
+    """The constraints one pod is scheduled with now; ``relax`` drops the next preference."""
+
+    __slots__ = (
+        "node_terms",
+        "pod",
+        "preferred_affinity",
+        "preferred_anti_affinity",
+        "preferred_node",
+        "required_affinity",
+        "required_anti_affinity",
+        "soft_spread",
+        "spread",
+        "tolerations",
+        "volume_requirements",
+    )
+
+    def __init__(
+        self, pod: PodInfo, volume_requirements: Requirements, ignore_preferences: bool = False
+    ) -> None:
+        self.pod = pod
+        self.volume_requirements = volume_requirements
+        self.node_terms = [
+            Requirements.from_node_selector(term) for term in pod.node_affinity_required
+        ] or [Requirements()]
+        preferred = sorted(pod.node_affinity_preferred, key=lambda p: -p[0])
+        self.preferred_node = [Requirements.from_node_selector(term) for _, term in preferred]
+        self.required_affinity, self.preferred_affinity = affinity_terms(pod.pod_affinity)
+        self.required_anti_affinity, self.preferred_anti_affinity = affinity_terms(
+            pod.pod_anti_affinity
+        )
+        self.spread = [
+            c for c in pod.topology_spread if c.get("whenUnsatisfiable") != "ScheduleAnyway"
+        ]
+        self.soft_spread = [
+            c for c in pod.topology_spread if c.get("whenUnsatisfiable") == "ScheduleAnyway"
+        ]
+        self.tolerations = pod.tolerations
+        if ignore_preferences:
+            self.preferred_node, self.preferred_affinity = [], []
+            self.preferred_anti_affinity, self.soft_spread = [], []
+
+    def requirements(self) -> Requirements:
+        """Node selector, the current required term, the heaviest preferred term, volumes."""
+        requirements = Requirements.from_labels(self.pod.node_selector)
+        requirements.add(*self.node_terms[0].values())
+        if self.preferred_node:
+            requirements.add(*self.preferred_node[0].values())
+        requirements.add(*self.volume_requirements.values())
+        return requirements
+
+    def relax(self) -> str | None:
+        """Drop the next preference; return what was dropped, or None when nothing is left."""
+        if len(self.node_terms) > 1:
+            self.node_terms.pop(0)
+            return "a required node-affinity term"
+        if self.preferred_affinity:
+            self.preferred_affinity.pop(0)
+            return "a preferred pod affinity"
+        if self.preferred_anti_affinity:
+            self.preferred_anti_affinity.pop(0)
+            return "a preferred pod anti-affinity"
+        if self.preferred_node:
+            self.preferred_node.pop(0)
+            return "a preferred node affinity"
+        if self.soft_spread:
+            self.soft_spread.pop(0)
+            return "a ScheduleAnyway topology spread"
+        if _TOLERATE_PREFER_NO_SCHEDULE not in self.tolerations:
+            self.tolerations = (*self.tolerations, _TOLERATE_PREFER_NO_SCHEDULE)
+            return "PreferNoSchedule taints"
+        return None
+
+    def groups(self, topology: Topology, requirements: Requirements) -> list[TopologyGroup]:
+        """The topology groups this pod declares now (INVERSE ones for its anti-affinity)."""
+        pod = self.pod
+        out: list[TopologyGroup] = []
+        for constraint in (*self.spread, *self.soft_spread):
+            selector = _selector(pod, constraint)
+            if selector is None:
+                continue
+            key = str(constraint["topologyKey"])
+            honor_affinity = constraint.get("nodeAffinityPolicy", "Honor") == "Honor"
+            honor_taints = constraint.get("nodeTaintsPolicy", "Ignore") == "Honor"
+            filter_requirements = requirements if honor_affinity else None
+            filter_tolerations = self.tolerations if honor_taints else None
+            identity = (
+                SPREAD, key, selector, pod.namespace, int(constraint.get("maxSkew", 1)),
+                constraint.get("minDomains"), filter_requirements, filter_tolerations,
+            )  # fmt: skip
+            out.append(
+                topology.group(
+                    identity,
+                    lambda i=identity: TopologyGroup(
+                        SPREAD, i[1], i[2], frozenset((i[3],)), i[4], i[5], i[6], i[7]
+                    ),
+                )
+            )
+        for kind, terms in (
+            (AFFINITY, (*self.required_affinity, *self.preferred_affinity)),
+            (ANTI_AFFINITY, (*self.required_anti_affinity, *self.preferred_anti_affinity)),
+            (INVERSE, self.required_anti_affinity),
+        ):
+            for term in terms:
+                selector = _selector(pod, term)
+                if selector is None:
+                    continue
+                identity = (kind, str(term["topologyKey"]), selector, _namespaces(pod, term))
+                out.append(
+                    topology.group(
+                        identity, lambda i=identity: TopologyGroup(i[0], i[1], i[2], i[3])
+                    )
+                )
+        return out
+
+    def max_per_node(self, groups: Sequence[TopologyGroup]) -> int | None:
+        """At most this many pods like this one share a node (hostname constraints on itself)."""
+        limit = None
+        for group in groups:
+            if group.key != wk.HOSTNAME or not group.selects(self.pod):
+                continue
+            if group.kind == ANTI_AFFINITY:
+                limit = 1
+            elif group.kind == SPREAD:
+                limit = group.max_skew if limit is None else min(limit, group.max_skew)
+        return limit
+
+
+def domain_requirement(key: str, domains: Sequence[str]) -> Requirement:
+    """An In requirement on ``key``."""
+    return Requirement(key, False, frozenset(domains))
