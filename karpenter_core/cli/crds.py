@@ -65,8 +65,12 @@ def crds(output_dir: Path | None, core_only: bool) -> None:
     if output_dir is None:
         click.echo("".join(render_crd(crd) for crd in documents), nl=False)
         return
-    output_dir.mkdir(parents=True, exist_ok=True)
-    for crd in documents:
-        path = output_dir / crd_filename(crd)
-        path.write_text(FILE_HEADER + render_crd(crd))
-        click.echo(f"wrote {path}")
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        for crd in documents:
+            path = output_dir / crd_filename(crd)
+            path.write_text(FILE_HEADER + render_crd(crd), encoding="utf-8")
+            click.echo(f"wrote {path}")
+    except OSError as error:
+        where = error.filename or output_dir
+        raise click.ClickException(f"cannot write {where}: {error.strerror or error}") from None

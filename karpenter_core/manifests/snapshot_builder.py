@@ -11,12 +11,14 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.cloudprovider.types import CloudProvider, InstanceType
+from karpenter_core.manifests.errors import ManifestError
 from karpenter_core.manifests.loader import Document
 from karpenter_core.manifests.validation import (
     check_node,
     check_quantities,
     check_requirements,
     from_validation_error,
+    is_pattern,
     mapping,
 )
 from karpenter_core.manifests.workloads import POD_KINDS, collect_pods
@@ -118,9 +120,7 @@ def _nodepools(
     for doc in docs:
         _decode(doc, lambda d: _check_nodepool(d.obj, catalog))
     if invalid is not None:
-        doc, err = invalid
-        converted = from_validation_error(err)
-        raise doc.error(converted.field, converted.message)
+        raise _invalid(*invalid)
     return catalog
 
 
@@ -128,9 +128,11 @@ def _without_wildcards(obj: dict[str, Any]) -> dict[str, Any]:
     """The NodePool manifest without instance-type requirements that hold a wildcard."""
     try:
         requirements = obj["spec"]["template"]["spec"]["requirements"]
-        kept = [r for r in requirements if not _is_wildcard(r)]
     except (KeyError, TypeError):
         return obj
+    if not isinstance(requirements, list):
+        return obj  # a wrong type is reported by the checks that follow
+    kept = [r for r in requirements if not _is_wildcard(r)]
     if len(kept) == len(requirements):
         return obj
     spec = obj["spec"]
@@ -145,11 +147,14 @@ def _without_wildcards(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_wildcard(requirement: Any) -> bool:
-    values = requirement.get("values") if isinstance(requirement, dict) else None
+    if not isinstance(requirement, dict):
+        return False
+    key, values = requirement.get("key"), requirement.get("values")
     return (
-        wk.NORMALIZED_LABELS.get(requirement.get("key"), requirement.get("key")) == wk.INSTANCE_TYPE
+        isinstance(key, str)
+        and wk.NORMALIZED_LABELS.get(key, key) == wk.INSTANCE_TYPE
         and isinstance(values, list)
-        and any(isinstance(v, str) and ("*" in v or "?" in v) for v in values)
+        and any(isinstance(v, str) and is_pattern(v) for v in values)
     )
 
 
@@ -178,8 +183,13 @@ def _validated(doc: Document, model: type[_Model]) -> _Model:
     try:
         return model.model_validate(doc.obj)
     except ValidationError as err:
-        converted = from_validation_error(err)
-        raise doc.error(converted.field, converted.message) from None
+        raise _invalid(doc, err) from None
+
+
+def _invalid(doc: Document, err: ValidationError) -> ManifestError:
+    """The first of pydantic's errors about ``doc``, as a one-line ``ManifestError``."""
+    converted = from_validation_error(err)
+    return doc.error(converted.field, converted.message)
 
 
 _T = TypeVar("_T")

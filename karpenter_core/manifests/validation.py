@@ -28,6 +28,7 @@ __all__ = [
     "check_quantities",
     "check_requirements",
     "from_validation_error",
+    "is_pattern",
     "mapping",
     "sequence",
 ]
@@ -141,6 +142,11 @@ def check_requirements(
             )
 
 
+def is_pattern(value: str) -> bool:
+    """Whether an instance-type value holds a shell wildcard (``*`` or ``?``)."""
+    return _WILDCARD.search(value) is not None
+
+
 def _value(value: Any, path: str) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise DecodeError(path, f"expected a string, got {describe_value(value)}")
@@ -151,7 +157,7 @@ def _check_exact_instance_types(
     values: Sequence[str], path: str, instance_types: Sequence[InstanceType]
 ) -> None:
     for value in values:
-        if _WILDCARD.search(value):
+        if is_pattern(value):
             raise DecodeError(
                 path,
                 f"{value!r}: {wk.INSTANCE_TYPE} values are exact instance type names, not "

@@ -147,6 +147,8 @@ def _template_pods(
     A StatefulSet's claim templates replace same-named volumes, each pod with its own claim.
     """
     template = mapping(_spec(doc).get("template"), "spec.template")
+    if not template:
+        raise DecodeError("spec.template", f"missing; a {doc.kind} needs a pod template")
     meta = dict(mapping(template.get("metadata"), "spec.template.metadata"))
     check_pod_metadata(meta, "spec.template.metadata")
     check_pod_spec(template.get("spec"), "spec.template.spec", instance_types)

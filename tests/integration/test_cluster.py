@@ -5,11 +5,14 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import urllib3
 from kubernetes import client, watch
 
+from karpenter_conformance.cluster import __main__ as cluster_cli
+from karpenter_conformance.cluster import build
 from karpenter_conformance.pytest_plugin import KubeCluster
 from karpenter_conformance.waiting import wait_until
 
@@ -203,3 +206,65 @@ def test_watch_recovers_after_apiserver_restart(
     core.create_namespaced_config_map(namespace, {"metadata": {"name": "after"}})
     assert "after" in _config_map_names_since(core, namespace, version)
     assert core.read_namespaced_config_map("before", namespace).data == {"k": "v"}
+
+
+# User mistakes with the command line: one clear line, no traceback ------------------------------
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = cluster_cli.main(list(argv))
+    return code, capsys.readouterr().err
+
+
+def test_down_and_env_when_nothing_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = str(tmp_path / "state")
+    assert _cli(capsys, "--state-dir", state, "down") == (
+        0,
+        f"no control plane was running from {state}\n",
+    )
+    assert _cli(capsys, "--state-dir", state, "env") == (
+        1,
+        f"error: no control plane runs from {state}; run `up`\n",
+    )
+
+
+def test_a_damaged_pid_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "pids.json").write_text("{")
+    for command in ("down", "env"):
+        code, err = _cli(capsys, "--state-dir", str(tmp_path), command)
+        assert code == 1
+        assert err.startswith(f"error: {tmp_path / 'pids.json'} is damaged (JSONDecodeError")
+        assert "Traceback" not in err
+
+
+def test_a_state_dir_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if not build.is_built():
+        pytest.skip("`up` checks the binaries before the state directory")
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    code, err = _cli(capsys, "--state-dir", str(not_a_dir), "up", "--no-crds")
+    assert code == 1
+    assert err.startswith(f"error: cannot use {not_a_dir} as the state directory: ")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: [\n", "not valid YAML: expected the node content, but found '<stream end>' at line 2"),
+        ("- 1\n", "expected CustomResourceDefinition, got a YAML list"),
+        ("kind: ConfigMap\n", "expected CustomResourceDefinition, got ConfigMap"),
+        ("kind: CustomResourceDefinition\n", "a CustomResourceDefinition has no metadata.name"),
+    ],
+)
+def test_bad_crd_files_fail_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    crd_dir = tmp_path / "crds"
+    crd_dir.mkdir()
+    (crd_dir / "bad.yaml").write_text(text)
+    state = tmp_path / "state"
+    code, err = _cli(capsys, "--state-dir", str(state), "up", "--crd-dir", str(crd_dir))
+    assert code == 1
+    assert err.startswith(f"error: {crd_dir / 'bad.yaml'}: {message}")
+    assert err.count("\n") == 1
+    assert not (state / "logs").exists()

@@ -513,3 +513,11 @@ def test_cli_reports_a_bad_provider_model_without_traceback(
     assert result.exit_code == 1
     assert "Error: cannot generate a CRD: spec.value: unions" in result.output
     assert "Traceback" not in result.output
+
+
+def test_cli_reports_an_unwritable_output_dir_without_traceback(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = CliRunner().invoke(crds, ["--core-only", "--output-dir", str(blocker / "crds")])
+    assert result.exit_code == 1
+    assert result.output == f"Error: cannot write {blocker / 'crds'}: Not a directory\n"

@@ -277,6 +277,15 @@ def test_an_unreadable_file(tmp_path: Path) -> None:
         load_instance_types(str(tmp_path / "missing.json"))
 
 
+def test_a_file_that_is_not_text(tmp_path: Path) -> None:
+    path = tmp_path / "instance_types.json"
+    path.write_bytes(b"\xff\xfe[]")
+    with pytest.raises(
+        CatalogError, match=r"^.*\.json: not valid JSON: not UTF-8 text \(byte 0\)$"
+    ):
+        load_instance_types(str(path))
+
+
 def test_parse_catalog_is_pure() -> None:
     with pytest.raises(CatalogError, match=r"^inline: entry 0 \(x\): 'offerings' must be a list"):
         parse_catalog([_entry(name="x", offerings=None)], "inline")

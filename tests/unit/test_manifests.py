@@ -409,6 +409,35 @@ def test_unquoted_label_value() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("requirements", "got"),
+    [("wide", "'wide'"), ("{key: x}", "a mapping"), ("5", "5")],
+)
+def test_nodepool_requirements_that_are_not_a_list(requirements: str, got: str) -> None:
+    message = _error(
+        f"""
+        kind: NodePool
+        metadata: {{name: pool}}
+        spec:
+          template:
+            spec:
+              nodeClassRef: {{group: example.com, kind: FakeNodeClass, name: default}}
+              requirements: {requirements}
+        """
+    )
+    assert message == (
+        f"pods.yaml: NodePool pool: spec.template.spec.requirements: expected a list, got {got}"
+    )
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "DaemonSet"])
+def test_workload_without_a_pod_template(kind: str) -> None:
+    message = _error(f"kind: {kind}\nmetadata: {{name: web}}\nspec: {{replicas: 2}}\n")
+    assert message == (
+        f"pods.yaml: {kind} default/web: spec.template: missing; a {kind} needs a pod template"
+    )
+
+
 def test_pod_without_containers() -> None:
     message = _error("kind: Pod\nmetadata: {name: p}\nspec: {}\n")
     assert (

@@ -38,8 +38,13 @@ def _up(args: argparse.Namespace) -> None:
 
 
 def _down(args: argparse.Namespace) -> None:
-    control_plane.ControlPlane(_state_dir(args)).stop()
-    print("control plane stopped", file=sys.stderr)
+    cluster = control_plane.ControlPlane(_state_dir(args))
+    running = cluster.running_components()
+    cluster.stop()
+    if running:
+        print("control plane stopped", file=sys.stderr)
+    else:
+        print(f"no control plane was running from {cluster.state_dir}", file=sys.stderr)
 
 
 def _env(args: argparse.Namespace) -> None:

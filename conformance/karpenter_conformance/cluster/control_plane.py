@@ -25,6 +25,7 @@ import yaml
 
 from karpenter_conformance.cluster import build, crds, pki
 from karpenter_conformance.cluster.logs import tail
+from karpenter_conformance.waiting import wait_until
 
 STATE_ENV = "KARPENTER_CLUSTER_STATE"
 PID_FILE = "pids.json"
@@ -227,6 +228,7 @@ class ControlPlane:
     def start(self, crd_files: Sequence[Path] = ()) -> float:
         """Start every component, apply ``crd_files``; return the seconds it took."""
         started = time.monotonic()
+        documents = crds.load(crd_files)  # a bad file fails before anything starts
         if not build.is_built():
             raise ClusterError(
                 f"control-plane binaries are not built in {build.bin_dir()}; run "
@@ -236,7 +238,7 @@ class ControlPlane:
         self._prepare_state_dir()
         try:
             self._start_components()
-            crds.apply(self.kubeconfig, crd_files)
+            crds.apply_documents(self.kubeconfig, documents)
             self._wait_component_health()
         except BaseException:
             with contextlib.suppress(ClusterError):
@@ -288,8 +290,13 @@ class ControlPlane:
     def _prepare_state_dir(self) -> None:
         for name in ("etcd-data", "pki", "logs", "kwok-home"):
             shutil.rmtree(self.state_dir / name, ignore_errors=True)
-        (self.state_dir / "logs").mkdir(parents=True)
-        self._pki = pki.generate(self.state_dir / "pki")
+        try:
+            (self.state_dir / "logs").mkdir(parents=True)
+            self._pki = pki.generate(self.state_dir / "pki")
+        except OSError as error:
+            raise ClusterError(
+                f"cannot use {self.state_dir} as the state directory: {error}"
+            ) from None
 
     def _write_pid_file(self) -> None:
         record = {
@@ -302,10 +309,21 @@ class ControlPlane:
         path = self.state_dir / PID_FILE
         if not path.is_file():
             return
-        for name, entry in json.loads(path.read_text()).items():
-            self._processes[name] = _Process(
-                name, [entry["argv0"]], Path(entry["log"]), tuple(entry["ports"]), pid=entry["pid"]
-            )
+        try:
+            for name, entry in json.loads(path.read_text()).items():
+                self._processes[name] = _Process(
+                    name,
+                    [entry["argv0"]],
+                    Path(entry["log"]),
+                    tuple(entry["ports"]),
+                    pid=entry["pid"],
+                )
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            self._processes.clear()
+            raise ClusterError(
+                f"{path} is damaged ({type(error).__name__}: {error}); stop any leftover "
+                "etcd, kube-* and kwok processes by hand, then delete the file"
+            ) from None
 
     # -- components ------------------------------------------------------------------
 
@@ -498,22 +516,26 @@ class ControlPlane:
     def _wait_ready(self, process: _Process, url: str, timeout: float = READY_TIMEOUT) -> None:
         """Poll ``url`` until it answers 200; fail early if any component exits."""
         context = self._ssl_context()
-        deadline = time.monotonic() + timeout
         last = "no answer"
-        while time.monotonic() < deadline:
+
+        def answers() -> bool:
+            nonlocal last
             for other in self._processes.values():
                 if not other.running():
                     raise other.failure("exited during start-up")
             try:
                 with urllib.request.urlopen(url, context=context, timeout=2) as response:
-                    if response.status == 200:
-                        return
+                    return response.status == 200
             except urllib.error.HTTPError as error:
                 last = f"HTTP {error.code}"
             except (urllib.error.URLError, OSError) as error:
                 last = str(error)
-            time.sleep(0.1)
-        raise process.failure(f"was not ready at {url} after {timeout:.0f}s ({last})")
+            return False
+
+        try:
+            wait_until(answers, url, timeout, interval=0.1)
+        except TimeoutError:
+            raise process.failure(f"was not ready at {url} after {timeout:.0f}s ({last})") from None
 
     def describe(self) -> dict[str, tuple[int, Path]]:
         """Pid and log path of each started component."""

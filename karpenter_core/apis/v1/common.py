@@ -146,34 +146,33 @@ def restricted_label_rules(*, in_map: bool, also: Iterable[str] = ()) -> tuple[d
     return tuple(rules)
 
 
-def _nillable_duration(value: str) -> str:
-    if not re.fullmatch(NILLABLE_DURATION_PATTERN, value):
-        raise ValueError(
-            f"{value!r} is not a valid duration: use whole hours, minutes and seconds such as "
-            "'720h', '30m' or '1h30m', or 'Never'"
-        )
-    parse_nillable_duration(value)  # the range check
-    return value
+def _whole_units(pattern: str, examples: str, parse: Callable[[str], object]) -> AfterValidator:
+    """A duration of whole units matching ``pattern``, which ``parse`` also range-checks."""
 
+    def check(value: str) -> str:
+        if not re.fullmatch(pattern, value):
+            raise ValueError(
+                f"{value!r} is not a valid duration: use whole hours, minutes and seconds such as "
+                f"{examples}"
+            )
+        parse(value)  # the range check
+        return value
 
-def _duration(value: str) -> str:
-    if not re.fullmatch(DURATION_PATTERN, value):
-        raise ValueError(
-            f"{value!r} is not a valid duration: use whole hours, minutes and seconds such as "
-            "'48h', '30m' or '1h30m'"
-        )
-    parse_duration(value)
-    return value
+    return AfterValidator(check)
 
 
 NillableDuration = Annotated[
     str,
-    AfterValidator(_nillable_duration),
+    _whole_units(
+        NILLABLE_DURATION_PATTERN, "'720h', '30m' or '1h30m', or 'Never'", parse_nillable_duration
+    ),
     KubeSchema(keywords={"pattern": NILLABLE_DURATION_PATTERN}),
 ]
 """A duration of whole ``h``/``m``/``s`` (``"720h"``, ``"1h30m"``) or ``"Never"`` (disabled)."""
 Duration = Annotated[
-    str, AfterValidator(_duration), KubeSchema(keywords={"pattern": DURATION_PATTERN})
+    str,
+    _whole_units(DURATION_PATTERN, "'48h', '30m' or '1h30m'", parse_duration),
+    KubeSchema(keywords={"pattern": DURATION_PATTERN}),
 ]
 """A duration of whole ``h``/``m``/``s``, such as ``"48h"``."""
 

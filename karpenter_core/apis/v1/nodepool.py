@@ -163,11 +163,16 @@ class Disruption(KubeModel):
     """Limits on how many nodes may be disrupted at once; the most restrictive active one wins."""
 
 
+_NODEPOOL_LABEL_ERROR = (
+    f"label {wk.NODEPOOL!r} is restricted: Karpenter sets it to the NodePool's name"
+)
+
+
 def _template_labels(values: dict[str, str]) -> dict[str, str]:
     for key in values:
         error = wk.qualified_name_error(key) or wk.restricted_label_error(key)
         if error is None and key == wk.NODEPOOL:
-            error = f"label {key!r} is restricted: Karpenter sets it to the NodePool's name"
+            error = _NODEPOOL_LABEL_ERROR
         if error is not None:
             raise ValueError(error)
     return values
@@ -224,10 +229,7 @@ class NodeClaimTemplateSpec(NodeClaimSpecFields):
     ) -> list[NodeSelectorRequirementWithMinValues]:
         for index, requirement in enumerate(requirements):
             if requirement.key == wk.NODEPOOL:
-                raise ValueError(
-                    f"requirements[{index}]: label {wk.NODEPOOL!r} is restricted: Karpenter "
-                    "sets it to the NodePool's name"
-                )
+                raise ValueError(f"requirements[{index}]: {_NODEPOOL_LABEL_ERROR}")
         return requirements
 
 

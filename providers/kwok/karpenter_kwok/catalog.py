@@ -16,7 +16,7 @@ from typing import Any
 from karpenter_core.apis import labels
 from karpenter_core.apis.quantity import QuantityError, format_quantity, parse_quantity, to_milli
 from karpenter_core.cloudprovider.types import CloudProviderError, InstanceType, Offering, Overhead
-from karpenter_core.scheduling.requirements import Requirement, RequirementError, Requirements
+from karpenter_core.scheduling.requirements import Requirement, Requirements
 from karpenter_kwok.labels import INSTANCE_CPU, INSTANCE_FAMILY, INSTANCE_MEMORY, INSTANCE_SIZE
 
 __all__ = [
@@ -97,10 +97,7 @@ def generic_catalog() -> list[dict[str, Any]]:
 
 def _price(cpu: int, memory_bytes: int) -> float:
     """Hourly on-demand price: 0.025 per vCPU plus 0.001 per GB (decimal) of memory."""
-    price = 0.0
-    price += 0.025 * float(cpu)
-    price += 0.001 * float(memory_bytes) / 1e9
-    return price
+    return 0.025 * cpu + 0.001 * memory_bytes / 1e9
 
 
 def _offering(zone: str, capacity_type: str, on_demand_price: float) -> dict[str, Any]:
@@ -213,13 +210,13 @@ def _offering_from(index: int, data: object) -> Offering:
     available = data.get("Available", True)
     if not isinstance(available, bool):
         raise CatalogError(f"{where}.Available: expected true or false, got {available!r}")
+    if not all(isinstance(t.get("key"), str) and _strings(t.get("values", [])) for t in terms):
+        raise CatalogError(
+            f"{where}.Requirements: each requirement needs a string 'key' and a list of 'values'"
+        )
     try:
-        for term in terms:
-            if not isinstance(term.get("key"), str) or not _strings(term.get("values", [])):
-                raise CatalogError("each requirement needs a string 'key' and a list of 'values'")
-        requirements = Requirements.from_node_selector(terms)
-        return Offering(requirements, float(price), available)
-    except (RequirementError, ValueError, KeyError) as error:
+        return Offering(Requirements.from_node_selector(terms), float(price), available)
+    except (ValueError, KeyError) as error:  # RequirementError is a ValueError
         message = str(error).strip("'")
         if isinstance(error, KeyError):
             message = f"a requirement has no {message!r}"

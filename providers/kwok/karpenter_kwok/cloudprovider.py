@@ -75,6 +75,8 @@ def load_instance_types(path: str | None) -> list[InstanceType]:
         raise CatalogError(
             f"{path}: cannot read the instance-types file: {error.strerror}"
         ) from None
+    except UnicodeDecodeError as error:
+        raise CatalogError(f"{path}: not valid JSON: not UTF-8 text (byte {error.start})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
@@ -135,7 +137,6 @@ def node_manifest(
     for requirement in nodeclaim.spec.requirements:
         if requirement.operator == "In" and len(requirement.values) == 1:
             node_labels[requirement.key] = requirement.values[0]
-    node_labels[wk.INSTANCE_TYPE] = instance_type.name
     node_labels.update(instance_type.requirements.labels())
     node_labels.update(offering.requirements.labels())
     node_labels[NODE_CLASS_LABEL] = nodeclaim.spec.node_class_ref.name
