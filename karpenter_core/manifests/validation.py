@@ -34,6 +34,15 @@ __all__ = [
 ]
 
 _WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
+_POLICIES = ("Honor", "Ignore")
+# Enumerated topology spread fields: (field, allowed values, required).
+_SPREAD_CHOICES = (
+    ("whenUnsatisfiable", _WHEN_UNSATISFIABLE, True),
+    ("nodeAffinityPolicy", _POLICIES, False),
+    ("nodeTaintsPolicy", _POLICIES, False),
+)
+# Label selector operators, and whether each takes values.
+_SELECTOR_OPERATORS = {"In": True, "NotIn": True, "Exists": False, "DoesNotExist": False}
 _TOLERATION_OPERATORS = ("Equal", "Exists")
 _OPERATORS = frozenset(o.value for o in Operator)
 _WILDCARD = re.compile(r"[*?]+")
@@ -69,12 +78,36 @@ def _string(value: Any, path: str, *, required: bool = False) -> str:
     return value
 
 
-def _integer(value: Any, path: str, *, minimum: int | None = None) -> int:
+def _integer(
+    value: Any, path: str, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise DecodeError(path, f"expected an integer, got {describe_value(value)}")
     if minimum is not None and value < minimum:
         raise DecodeError(path, f"must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise DecodeError(path, f"must be at most {maximum}, got {value}")
     return value
+
+
+def _text(value: Any, path: str) -> str:
+    """A string, possibly empty (a label value); a number or null suggests quoting."""
+    if not isinstance(value, str):
+        hint = "; quote it" if isinstance(value, bool | int | float) or value is None else ""
+        raise DecodeError(path, f"expected a string, got {describe_value(value)}{hint}")
+    return value
+
+
+def _strings(value: Any, path: str) -> list[str]:
+    """A list of non-empty strings (None is empty)."""
+    return [_string(v, f"{path}[{i}]", required=True) for i, v in enumerate(sequence(value, path))]
+
+
+def _choice(value: Any, path: str, choices: Sequence[str], *, required: bool = True) -> None:
+    if (value is not None or required) and value not in choices:
+        raise DecodeError(
+            path, f"expected one of {', '.join(choices)}, got {describe_value(value)}"
+        )
 
 
 def _string_map(value: Any, path: str, *, label_values: bool = False) -> Mapping[str, str]:
@@ -82,9 +115,7 @@ def _string_map(value: Any, path: str, *, label_values: bool = False) -> Mapping
     out = mapping(value, path)
     for key, item in out.items():
         field = f"{path}[{key}]"
-        if not isinstance(item, str):
-            hint = "; quote it" if isinstance(item, bool | int | float) or item is None else ""
-            raise DecodeError(field, f"expected a string, got {describe_value(item)}{hint}")
+        _text(item, field)
         if label_values:
             problem = wk.qualified_name_error(str(key)) or wk.label_value_error(item)
             if problem:
@@ -223,16 +254,7 @@ def check_pod_spec(spec: Any, path: str, instance_types: Sequence[InstanceType])
     for i, constraint in enumerate(
         sequence(spec.get("topologySpreadConstraints"), f"{path}.topologySpreadConstraints")
     ):
-        at = f"{path}.topologySpreadConstraints[{i}]"
-        constraint = mapping(constraint, at)
-        _integer(constraint.get("maxSkew"), f"{at}.maxSkew", minimum=1)
-        _string(constraint.get("topologyKey"), f"{at}.topologyKey", required=True)
-        if constraint.get("whenUnsatisfiable") not in _WHEN_UNSATISFIABLE:
-            raise DecodeError(
-                f"{at}.whenUnsatisfiable",
-                f"expected one of {', '.join(_WHEN_UNSATISFIABLE)}, "
-                f"got {describe_value(constraint.get('whenUnsatisfiable'))}",
-            )
+        _check_spread(constraint, f"{path}.topologySpreadConstraints[{i}]")
     _check_affinity(spec.get("affinity"), f"{path}.affinity", instance_types)
 
 
@@ -279,13 +301,68 @@ def _check_affinity(affinity: Any, path: str, instance_types: Sequence[InstanceT
         at = f"{preferred_path}[{i}]"
         preference = mapping(preference, at)
         if preference.get("weight") is not None:
-            _integer(preference["weight"], f"{at}.weight", minimum=1)
+            _integer(preference["weight"], f"{at}.weight", minimum=1, maximum=100)
         expressions = mapping(preference.get("preference"), f"{at}.preference").get(
             "matchExpressions"
         )
         check_requirements(expressions, f"{at}.preference.matchExpressions", instance_types)
     for kind in ("podAffinity", "podAntiAffinity"):
-        mapping(affinity.get(kind), f"{path}.{kind}")
+        _check_pod_affinity(affinity.get(kind), f"{path}.{kind}")
+
+
+def _check_spread(constraint: Any, path: str) -> None:
+    constraint = mapping(constraint, path)
+    _integer(constraint.get("maxSkew"), f"{path}.maxSkew", minimum=1)
+    if constraint.get("minDomains") is not None:
+        _integer(constraint["minDomains"], f"{path}.minDomains", minimum=1)
+    _string(constraint.get("topologyKey"), f"{path}.topologyKey", required=True)
+    for field, choices, required in _SPREAD_CHOICES:
+        _choice(constraint.get(field), f"{path}.{field}", choices, required=required)
+    _check_label_selector(constraint.get("labelSelector"), f"{path}.labelSelector")
+    _strings(constraint.get("matchLabelKeys"), f"{path}.matchLabelKeys")
+
+
+def _check_pod_affinity(affinity: Any, path: str) -> None:
+    """A podAffinity or podAntiAffinity: required terms and weighted preferred terms."""
+    affinity = mapping(affinity, path)
+    field = "requiredDuringSchedulingIgnoredDuringExecution"
+    for i, term in enumerate(sequence(affinity.get(field), f"{path}.{field}")):
+        _check_pod_affinity_term(term, f"{path}.{field}[{i}]")
+    field = "preferredDuringSchedulingIgnoredDuringExecution"
+    for i, item in enumerate(sequence(affinity.get(field), f"{path}.{field}")):
+        at = f"{path}.{field}[{i}]"
+        item = mapping(item, at)
+        _integer(item.get("weight"), f"{at}.weight", minimum=1, maximum=100)
+        _check_pod_affinity_term(item.get("podAffinityTerm"), f"{at}.podAffinityTerm")
+
+
+def _check_pod_affinity_term(term: Any, path: str) -> None:
+    term = mapping(term, path)
+    _string(term.get("topologyKey"), f"{path}.topologyKey", required=True)
+    _check_label_selector(term.get("labelSelector"), f"{path}.labelSelector")
+    _check_label_selector(term.get("namespaceSelector"), f"{path}.namespaceSelector")
+    _strings(term.get("namespaces"), f"{path}.namespaces")
+    _strings(term.get("matchLabelKeys"), f"{path}.matchLabelKeys")
+
+
+def _check_label_selector(selector: Any, path: str) -> None:
+    """matchLabels is a label map; each matchExpression has a key, operator and fitting values."""
+    selector = mapping(selector, path)
+    _string_map(selector.get("matchLabels"), f"{path}.matchLabels", label_values=True)
+    expressions = f"{path}.matchExpressions"
+    for i, expression in enumerate(sequence(selector.get("matchExpressions"), expressions)):
+        at = f"{expressions}[{i}]"
+        expression = mapping(expression, at)
+        _string(expression.get("key"), f"{at}.key", required=True)
+        operator = expression.get("operator")
+        _choice(operator, f"{at}.operator", tuple(_SELECTOR_OPERATORS))
+        values = [
+            _text(v, f"{at}.values[{j}]")
+            for j, v in enumerate(sequence(expression.get("values"), f"{at}.values"))
+        ]
+        if _SELECTOR_OPERATORS[operator] != bool(values):
+            need = "takes no values" if values else "needs at least one value"
+            raise DecodeError(f"{at}.values", f"operator {operator} {need}")
 
 
 def check_pod_metadata(meta: Mapping[str, Any], path: str) -> None:

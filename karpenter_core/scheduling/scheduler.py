@@ -26,7 +26,14 @@ from karpenter_core.scheduling.requirements import Requirement, Requirements
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 from karpenter_core.scheduling.taints import Taint, untolerated
 from karpenter_core.scheduling.templates import NodePoolTemplate, bits, daemon_requirements
-from karpenter_core.scheduling.topology import AFFINITY, INVERSE, SPREAD, Topology, TopologyGroup
+from karpenter_core.scheduling.topology import (
+    AFFINITY,
+    ANTI_AFFINITY,
+    INVERSE,
+    SPREAD,
+    Topology,
+    TopologyGroup,
+)
 from karpenter_core.scheduling.volumes import VolumeTopology
 
 if TYPE_CHECKING:
@@ -196,6 +203,8 @@ class _Claim:
     """A NodeClaim being filled: its requirements and the instance types that still fit."""
 
     __slots__ = (
+        "free_cpu",
+        "free_memory",
         "hostname",
         "mask",
         "min_values_relaxed",
@@ -226,6 +235,14 @@ class _Claim:
         self.pods = [pod]
         self.ports = set(pod.host_ports)
         self.min_values_relaxed = min_values_relaxed
+        self.free_cpu = self.free_memory = 0
+        self._update_free()
+
+    def _update_free(self) -> None:
+        """Room left on the largest type still possible: a cheap first test for every pod."""
+        index = self.template.index
+        self.free_cpu = index.largest("cpu", self.mask) - self.requests.get("cpu", 0)
+        self.free_memory = index.largest("memory", self.mask) - self.requests.get("memory", 0)
 
     @property
     def taints(self) -> tuple[Taint, ...]:
@@ -271,11 +288,14 @@ class _Claim:
         relaxed = solver.min_values_check(template, requests, merged)
         if relaxed is None:
             return False
+        if template.limits and mask != self.mask:
+            self.reserved = template.reserve(mask, self.reserved)
         self.mask = mask
         self.requirements = merged
         self.requests = requests
         self.min_values_relaxed = self.min_values_relaxed or relaxed
         self.ports.update(pod.host_ports)
+        self._update_free()
         if narrowed:
             solver.topology.record_narrowed(self.pods, self, frozenset(narrowed))
         self.pods.append(pod)
@@ -347,7 +367,7 @@ class _Solver:
         self.existing += self._in_flight(snapshot)
         self.claims: list[_Claim] = []
         self.waiting: dict[tuple[object, ...], int] = {}
-        self._plans: dict[tuple[int, tuple[object, ...], int | None], list[float]] = {}
+        self._plans: dict[tuple[int, int, tuple[object, ...]], list[float]] = {}
         self.volumes = VolumeTopology(
             snapshot.persistent_volume_claims, snapshot.persistent_volumes, snapshot.storage_classes
         )
@@ -479,7 +499,15 @@ class _Solver:
                 placed = existing
                 break
         else:
+            cpu, memory = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
+            per_host = _per_host_limits(pod, checks)
             for claim in self.claims:
+                if cpu > claim.free_cpu or memory > claim.free_memory:
+                    continue
+                if per_host and any(
+                    group.counts.get(claim.hostname, 0) > limit for group, limit in per_host
+                ):
+                    continue
                 if claim.try_add(self, state, requirements, checks):
                     placed = claim
                     break
@@ -645,8 +673,8 @@ class _Solver:
         if relaxed is None:
             self.topology.domains(wk.HOSTNAME).discard(hostname)
             return f"{prefix}{self._topology_reason}"
-        if self.minimize is Minimize.PRICE:
-            mask = self._size(template, mask, offerings, pod, signature, state.max_per_node(groups))
+        if self.minimize is Minimize.PRICE and state.max_per_node(groups) is None:
+            mask = self._size(template, mask, offerings, pod, signature)
         reserved = template.reserve(mask)
         self.claims.append(_Claim(template, hostname, merged, mask, pod, reserved, relaxed))
         return None
@@ -658,7 +686,6 @@ class _Solver:
         offerings: Mapping[int, Offering],
         pod: PodInfo,
         signature: tuple[object, ...],
-        per_node: int | None,
     ) -> int:
         """Keep the types no dearer than the first node of the cheapest plan for the waiting pods.
 
@@ -667,13 +694,28 @@ class _Solver:
         and candidate set, up to twice the largest node; beyond that the type with the lowest
         price per pod opens the next node.
         """
-        key = (mask, signature, per_node)
+        key = (mask, id(offerings), signature)
         waiting = self.waiting[signature]
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = _plan(template, mask, offerings, pod, waiting, per_node)
+            plan = self._plans[key] = _plan(template, mask, offerings, pod, waiting)
         price = plan[waiting] if waiting < len(plan) else plan[-1]
         return sum(1 << i for i in bits(mask) if offerings[i].price <= price)
+
+
+def _per_host_limits(
+    pod: PodInfo, groups: Sequence[TopologyGroup]
+) -> list[tuple[TopologyGroup, int]]:
+    """Hostname groups with the most matching pods a node may already hold for ``pod`` to join."""
+    limits = []
+    for group in groups:
+        if group.key != wk.HOSTNAME:
+            continue
+        if group.kind in (ANTI_AFFINITY, INVERSE):
+            limits.append((group, 0))
+        elif group.kind == SPREAD:
+            limits.append((group, group.max_skew - (1 if group.selects(pod) else 0)))
+    return limits
 
 
 def _shown(requirements: Requirements, merged: Requirements) -> str:
@@ -686,20 +728,27 @@ def _plan(
     offerings: Mapping[int, Offering],
     pod: PodInfo,
     waiting: int,
-    per_node: int | None,
 ) -> list[float]:
-    """``plan[n]``: the price of the first node to open for ``n`` waiting pods (last: any larger)."""
+    """``plan[n]``: the dearest type the next NodeClaim may use for ``n`` waiting pods.
+
+    That is the price of the first node of the cheapest plan, or no cap at all when one node for
+    all ``n`` pods costs no more than that plan (other pods may still fill a larger node).
+    """
     cheapest_by_held: dict[int, float] = {}
     for i in bits(mask):
         held = template.index.fit_count(i, pod.requests)
-        if per_node is not None:
-            held = min(held, per_node)
         price = offerings[i].price
         if price < cheapest_by_held.get(held, float("inf")):
             cheapest_by_held[held] = price
     options = sorted(cheapest_by_held.items())
     by_ratio = min(options, key=lambda option: (option[1] / option[0], option[1]))
     bound = min(waiting, 2 * options[-1][0])
+    whole = [float("inf")] * (bound + 1)  # cheapest single node holding n pods
+    for held, price in options:
+        for n in range(min(held, bound), 0, -1):
+            if price >= whole[n]:
+                break
+            whole[n] = price
     cost = [0.0] * (bound + 1)
     first = [0.0] * (bound + 2)
     for n in range(1, bound + 1):
@@ -710,7 +759,7 @@ def _plan(
             if total < best_cost or (total == best_cost and price > best_price):
                 best_cost, best_price = total, price
         cost[n] = best_cost
-        first[n] = best_price
+        first[n] = float("inf") if whole[n] <= best_cost * (1 + 1e-9) else best_price
     first[bound + 1] = by_ratio[1]
     return first
 

@@ -70,8 +70,18 @@ class TypeIndex:
         return result
 
     def largest(self, name: str, mask: int) -> int:
-        """The most usable ``name`` any type in ``mask`` has."""
-        return max((self.usable[i].get(name, 0) for i in bits(mask)), default=0)
+        """The most usable ``name`` any type in ``mask`` has (a bisection over the masks)."""
+        masks = self.masks.get(name)
+        if masks is None or not mask & masks[0]:
+            return 0
+        low, high = 0, len(masks) - 2  # masks[low] & mask holds; find the last position that does
+        while low < high:
+            middle = (low + high + 1) // 2
+            if masks[middle] & mask:
+                low = middle
+            else:
+                high = middle - 1
+        return self.values[name][low]
 
     def fit_count(self, index: int, requests: Mapping[str, int]) -> int:
         """How many pods of ``requests`` the type at ``index`` holds."""
@@ -85,12 +95,8 @@ class TypeIndex:
 
 def bits(mask: int) -> list[int]:
     """Positions of the set bits, lowest first."""
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
+    digits = bin(mask)[:1:-1]
+    return [i for i, digit in enumerate(digits) if digit == "1"]
 
 
 class NodePoolTemplate:
@@ -155,6 +161,8 @@ class NodePoolTemplate:
             overhead = self.daemon_overhead(it)
             usable.append({n: a - overhead.get(n, 0) for n, a in it.allocatable.items()})
         self.index = TypeIndex(types, usable)
+        limited = types if self.limits else []
+        self.capacity_index = TypeIndex(limited, [it.capacity for it in limited])
 
     def _consume(self, capacity: Mapping[str, int]) -> None:
         for name in self.remaining:
@@ -237,17 +245,22 @@ class NodePoolTemplate:
                 blocking = over
         return kept, (self._limit_reason(blocking) if not kept and blocking else None)
 
-    def reserve(self, mask: int) -> dict[str, int]:
-        """Count a launch against the limits: the largest capacity the NodeClaim might get."""
-        largest: dict[str, int] = {}
+    def reserve(self, mask: int, previous: Mapping[str, int] | None = None) -> dict[str, int]:
+        """Count a NodeClaim against the limits: the largest capacity it may still launch with.
+
+        With ``previous`` (its earlier reservation) only the difference is counted, so a NodeClaim
+        whose instance types narrow gives capacity back.
+        """
         if not self.limits:
-            return largest
-        for i in bits(mask):
-            for name, amount in self.index.types[i].capacity.items():
-                if amount > largest.get(name, 0):
-                    largest[name] = amount
-        self._consume(largest)
-        return largest
+            return {}
+        reserved = {
+            name: self.capacity_index.largest(name, mask) for name in self.limits if name != NODES
+        }
+        for name, amount in reserved.items():
+            self.remaining[name] -= amount - (previous or {}).get(name, 0)
+        if previous is None and NODES in self.remaining:
+            self.remaining[NODES] -= 1000
+        return reserved
 
     def within_reservation(self, mask: int, reserved: Mapping[str, int]) -> int:
         """The types in ``mask`` no larger, in any limited resource, than ``reserved``."""

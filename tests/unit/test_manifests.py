@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import io
 import itertools
+import json
 import textwrap
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
@@ -339,6 +341,254 @@ def test_pod_node_affinity_terms_are_validated() -> None:
         "pods.yaml: Job default/batch: spec.template.spec.affinity.nodeAffinity."
         "preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0]"
         ".values: operator Gt for key 'example.com/gpu' takes exactly one integer value"
+    )
+
+
+_SPREAD = {
+    "maxSkew": 1,
+    "minDomains": 2,
+    "topologyKey": "topology.kubernetes.io/zone",
+    "whenUnsatisfiable": "DoNotSchedule",
+    "nodeAffinityPolicy": "Honor",
+    "nodeTaintsPolicy": "Ignore",
+    "labelSelector": {
+        "matchLabels": {"app": "web"},
+        "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", ""]}],
+    },
+    "matchLabelKeys": ["pod-template-hash"],
+}
+_TERM = {
+    "topologyKey": "kubernetes.io/hostname",
+    "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+    "namespaces": ["default"],
+    "namespaceSelector": {"matchLabels": {"team": "a"}},
+    "matchLabelKeys": ["pod-template-hash"],
+}
+_AFFINITY = {
+    "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [_TERM]},
+    "podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": copy.deepcopy(_TERM)}
+        ]
+    },
+}
+_PREFERRED = "podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+_REQUIRED = "podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+
+
+def _pod_spec_with(**fields: object) -> str:
+    """A Deployment whose pod spec also has ``fields`` (written as JSON, which is YAML)."""
+    extra = "".join(f"\n          {name}: {json.dumps(value)}" for name, value in fields.items())
+    return _deployment(container="resources: {requests: {cpu: 500m}}" + extra)
+
+
+_DELETE = object()
+
+
+def _with(base: dict, path: str, value: object) -> dict:
+    """A deep copy of ``base`` with the dotted ``path`` (list indices as digits) set or deleted."""
+    out = copy.deepcopy(base)
+    *parents, last = path.split(".")
+    node: Any = out
+    for part in parents:
+        node = node[int(part)] if part.isdigit() else node[part]
+    if value is _DELETE:
+        del node[last]
+    else:
+        node[int(last) if last.isdigit() else last] = value
+    return out
+
+
+def test_valid_spread_constraints_and_pod_affinity_are_accepted() -> None:
+    snapshot, _ = _build(_pod_spec_with(topologySpreadConstraints=[_SPREAD], affinity=_AFFINITY))
+    assert [len(pod.topology_spread) for pod in snapshot.pending] == [1]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field", "problem"),
+    [
+        ("maxSkew", 0, "maxSkew", "must be at least 1, got 0"),
+        ("maxSkew", "2", "maxSkew", "expected an integer, got '2'"),
+        ("maxSkew", _DELETE, "maxSkew", "expected an integer, got null"),
+        ("minDomains", 0, "minDomains", "must be at least 1, got 0"),
+        ("minDomains", 1.5, "minDomains", "expected an integer, got 1.5"),
+        ("topologyKey", _DELETE, "topologyKey", "expected a non-empty string, got null"),
+        ("topologyKey", "", "topologyKey", "expected a non-empty string, got ''"),
+        (
+            "whenUnsatisfiable",
+            "Never",
+            "whenUnsatisfiable",
+            "expected one of DoNotSchedule, ScheduleAnyway, got 'Never'",
+        ),
+        (
+            "nodeAffinityPolicy",
+            "honor",
+            "nodeAffinityPolicy",
+            "expected one of Honor, Ignore, got 'honor'",
+        ),
+        ("nodeTaintsPolicy", True, "nodeTaintsPolicy", "expected one of Honor, Ignore, got True"),
+        ("labelSelector", ["app"], "labelSelector", "expected a mapping, got a list"),
+        (
+            "labelSelector.matchLabels.app",
+            1,
+            "labelSelector.matchLabels[app]",
+            "expected a string, got 1; quote it",
+        ),
+        (
+            "labelSelector.matchExpressions.0.operator",
+            "in",
+            "labelSelector.matchExpressions[0].operator",
+            "expected one of In, NotIn, Exists, DoesNotExist, got 'in'",
+        ),
+        (
+            "labelSelector.matchExpressions.0.key",
+            _DELETE,
+            "labelSelector.matchExpressions[0].key",
+            "expected a non-empty string, got null",
+        ),
+        (
+            "labelSelector.matchExpressions.0.values",
+            [],
+            "labelSelector.matchExpressions[0].values",
+            "operator In needs at least one value",
+        ),
+        (
+            "labelSelector.matchExpressions.0.values",
+            "a",
+            "labelSelector.matchExpressions[0].values",
+            "expected a list, got 'a'",
+        ),
+        (
+            "labelSelector.matchExpressions.0.values.1",
+            2,
+            "labelSelector.matchExpressions[0].values[1]",
+            "expected a string, got 2; quote it",
+        ),
+        (
+            "labelSelector.matchExpressions.0.operator",
+            "Exists",
+            "labelSelector.matchExpressions[0].values",
+            "operator Exists takes no values",
+        ),
+        ("matchLabelKeys", "app", "matchLabelKeys", "expected a list, got 'app'"),
+        ("matchLabelKeys.0", 7, "matchLabelKeys[0]", "expected a non-empty string, got 7"),
+    ],
+)
+def test_bad_topology_spread_constraints(
+    path: str, value: object, field: str, problem: str
+) -> None:
+    message = _error(_pod_spec_with(topologySpreadConstraints=[_with(_SPREAD, path, value)]))
+    assert message.startswith(
+        "pods.yaml: Deployment default/web: "
+        f"spec.template.spec.topologySpreadConstraints[0].{field}: {problem}"
+    ), message
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field", "problem"),
+    [
+        ("podAffinity", ["x"], "podAffinity", "expected a mapping, got a list"),
+        (
+            "podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+            _TERM,
+            "podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+            "expected a list, got a mapping",
+        ),
+        (
+            "podAffinity.requiredDuringSchedulingIgnoredDuringExecution.0.topologyKey",
+            _DELETE,
+            f"{_REQUIRED}.topologyKey",
+            "expected a non-empty string, got null",
+        ),
+        (
+            "podAffinity.requiredDuringSchedulingIgnoredDuringExecution.0.namespaces",
+            "default",
+            f"{_REQUIRED}.namespaces",
+            "expected a list, got 'default'",
+        ),
+        (
+            "podAffinity.requiredDuringSchedulingIgnoredDuringExecution.0.namespaces.0",
+            None,
+            f"{_REQUIRED}.namespaces[0]",
+            "expected a non-empty string, got null",
+        ),
+        (
+            "podAffinity.requiredDuringSchedulingIgnoredDuringExecution.0.namespaceSelector",
+            "team=a",
+            f"{_REQUIRED}.namespaceSelector",
+            "expected a mapping, got 'team=a'",
+        ),
+        (
+            "podAffinity.requiredDuringSchedulingIgnoredDuringExecution.0.namespaceSelector"
+            ".matchLabels.team",
+            None,
+            f"{_REQUIRED}.namespaceSelector.matchLabels[team]",
+            "expected a string, got null; quote it",
+        ),
+        (
+            "podAffinity.requiredDuringSchedulingIgnoredDuringExecution.0.labelSelector"
+            ".matchExpressions.0.operator",
+            "Gt",
+            f"{_REQUIRED}.labelSelector.matchExpressions[0].operator",
+            "expected one of In, NotIn, Exists, DoesNotExist, got 'Gt'",
+        ),
+        (
+            "podAffinity.requiredDuringSchedulingIgnoredDuringExecution.0.matchLabelKeys",
+            [""],
+            f"{_REQUIRED}.matchLabelKeys[0]",
+            "expected a non-empty string, got ''",
+        ),
+        (
+            "podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution.0.weight",
+            0,
+            f"{_PREFERRED}.weight",
+            "must be at least 1, got 0",
+        ),
+        (
+            "podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution.0.weight",
+            101,
+            f"{_PREFERRED}.weight",
+            "must be at most 100, got 101",
+        ),
+        (
+            "podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution.0.weight",
+            _DELETE,
+            f"{_PREFERRED}.weight",
+            "expected an integer, got null",
+        ),
+        (
+            "podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution.0.podAffinityTerm",
+            _DELETE,
+            f"{_PREFERRED}.podAffinityTerm.topologyKey",
+            "expected a non-empty string, got null",
+        ),
+        (
+            "podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution.0.podAffinityTerm"
+            ".labelSelector.matchExpressions.0.values",
+            ["x"],
+            f"{_PREFERRED}.podAffinityTerm.labelSelector.matchExpressions[0].values",
+            "operator Exists takes no values",
+        ),
+    ],
+)
+def test_bad_pod_affinity(path: str, value: object, field: str, problem: str) -> None:
+    message = _error(_pod_spec_with(affinity=_with(_AFFINITY, path, value)))
+    assert message.startswith(
+        f"pods.yaml: Deployment default/web: spec.template.spec.affinity.{field}: {problem}"
+    ), message
+
+
+def test_node_affinity_preference_weight_is_at_most_100() -> None:
+    affinity = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 500, "preference": {"matchExpressions": []}}
+            ]
+        }
+    }
+    assert _error(_pod_spec_with(affinity=affinity)) == (
+        "pods.yaml: Deployment default/web: spec.template.spec.affinity.nodeAffinity."
+        "preferredDuringSchedulingIgnoredDuringExecution[0].weight: must be at most 100, got 500"
     )
 
 
