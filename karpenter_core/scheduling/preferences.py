@@ -107,6 +107,13 @@ class PodState:
             self.preferred_node, self.preferred_affinity = [], []
             self.preferred_anti_affinity, self.soft_spread = [], []
 
+    def required(self) -> Requirements:
+        """Node selector, the current required node-affinity term and volumes: no preferences."""
+        requirements = Requirements.from_labels(self.pod.node_selector)
+        requirements.add(*self.node_terms[0].values())
+        requirements.add(*self.volume_requirements.values())
+        return requirements
+
     def requirements(self) -> Requirements:
         """Node selector, the current required term, the heaviest preferred term, volumes."""
         requirements = Requirements.from_labels(self.pod.node_selector)

@@ -13,6 +13,7 @@ any instance type allows, so a valid single replacement is never split in two.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -31,6 +32,7 @@ from karpenter_core.scheduling.topology import (
     ANTI_AFFINITY,
     INVERSE,
     SPREAD,
+    DomainSource,
     Topology,
     TopologyGroup,
 )
@@ -161,14 +163,15 @@ class _Existing:
         self.requirements = requirements or Requirements.from_labels(node.labels)
         self.taints = node.taints
         used = node.requested()
+        self.ports = {port for pod in node.pods for port in pod.host_ports}
         running = {p.owner_name for p in node.pods if p.is_daemon()}
         for ds in daemonsets:
             if ds.name in running or untolerated(node.taints, ds.tolerations) is not None:
                 continue
             if self.requirements.compatible(daemon_requirements(ds), _NO_UNDEFINED) is None:
                 used = _add(used, ds.requests)
+                self.ports.update(ds.host_ports)
         self.available = {n: a - used.get(n, 0) for n, a in node.allocatable.items()}
-        self.ports = {port for pod in node.pods for port in pod.host_ports}
         self.pods: list[PodInfo] = []
 
     def topology_requirements(self) -> Requirements:
@@ -190,7 +193,7 @@ class _Existing:
             return False
         if pod.host_ports and _ports_conflict(pod.host_ports, self.ports):
             return False
-        if groups and solver.domains_for(pod, groups, requirements, self.requirements) is None:
+        if groups and solver.domains_for(pod, groups, self.requirements) is None:
             return False
         for name, amount in pod.requests.items():
             self.available[name] = self.available.get(name, 0) - amount
@@ -233,7 +236,7 @@ class _Claim:
         self.mask = mask
         self.requests = dict(pod.requests)
         self.pods = [pod]
-        self.ports = set(pod.host_ports)
+        self.ports = set(template.daemon_ports) | set(pod.host_ports)
         self.min_values_relaxed = min_values_relaxed
         self.free_cpu = self.free_memory = 0
         self._update_free()
@@ -281,7 +284,7 @@ class _Claim:
                 return False
         narrowed: list[str] = []
         if groups:
-            chosen = solver.narrow(pod, groups, requirements, template, merged, mask, self.hostname)
+            chosen = solver.narrow(pod, groups, template, merged, mask, self.hostname)
             if chosen is None:
                 return False
             merged, mask, narrowed = chosen
@@ -371,7 +374,7 @@ class _Solver:
         self.volumes = VolumeTopology(
             snapshot.persistent_volume_claims, snapshot.persistent_volumes, snapshot.storage_classes
         )
-        self.topology = Topology(self._domains)
+        self.topology = Topology(self._domain_sources)
         for existing in self.existing:
             for pod in existing.node.pods:
                 self.topology.place(pod, existing)
@@ -380,36 +383,40 @@ class _Solver:
                     owned = state.groups(self.topology, state.requirements())
                     self.topology.record_owner(pod, owned, existing)
         self._topology_reason = ""
+        self._required = Requirements()
 
-    def _domains(self, key: str) -> set[str]:
-        """Every value ``key`` may take: NodePool instance types and offerings, existing nodes."""
-        values: set[str] = set()
+    def _domain_sources(self, key: str) -> list[DomainSource]:
+        """Where ``key`` takes values: each NodePool (its instance types and offerings, within its
+        requirements) and each existing node (its label)."""
+        sources = []
         for template in self.templates:
             allowed = template.requirements.get_or_exists(key)
+            values: set[str] = set()
             for it in template.index.types:
-                requirement = it.requirements.get(key)
-                if requirement is not None and not requirement.complement:
-                    values.update(v for v in requirement.values if allowed.has(v))
-                for offering in it.offerings:
-                    requirement = offering.requirements.get(key)
-                    if (
-                        offering.available
-                        and requirement is not None
-                        and not requirement.complement
-                    ):
+                found = [it.requirements.get(key)]
+                found += [o.requirements.get(key) for o in it.offerings if o.available]
+                for requirement in found:
+                    if requirement is not None and not requirement.complement:
                         values.update(v for v in requirement.values if allowed.has(v))
-            requirement = template.requirements.get(key)
-            if (
-                requirement is not None
-                and not requirement.complement
-                and key not in (wk.TOPOLOGY_ZONE, wk.CAPACITY_TYPE)
-            ):
-                values.update(requirement.values)
+            if not allowed.complement and key not in (wk.TOPOLOGY_ZONE, wk.CAPACITY_TYPE):
+                values.update(allowed.values)
+            sources.append(
+                DomainSource(
+                    frozenset(values),
+                    template.requirements,
+                    template.taints,
+                    template.allow_undefined,
+                )
+            )
         for existing in self.existing:
             value = existing.requirements.labels().get(key)
             if value is not None:
-                values.add(value)
-        return values
+                sources.append(
+                    DomainSource(
+                        frozenset((value,)), existing.requirements, existing.taints, _NO_UNDEFINED
+                    )
+                )
+        return sources
 
     def _in_flight(self, snapshot: Snapshot) -> list[_Existing]:
         """NodeClaims launched but not registered yet, as capacity that pods may wait for."""
@@ -454,7 +461,9 @@ class _Solver:
         return out
 
     def solve(self, pods: Sequence[PodInfo]) -> Results:
-        queue = sorted(
+        """Place pods largest first; a pod that fails relaxes one preference and waits its turn
+        again, until a whole round of the queue brings no progress."""
+        ordered = sorted(
             pods,
             key=lambda p: (
                 -p.requests.get("cpu", 0),
@@ -463,34 +472,41 @@ class _Solver:
                 p.uid,
             ),
         )
-        signatures = [_signature(p) for p in queue]
-        for signature in signatures:
+        queue: deque[tuple[PodState, tuple[object, ...]]] = deque()
+        for pod in ordered:
+            signature = _signature(pod)
             self.waiting[signature] = self.waiting.get(signature, 0) + 1
-        for pod, signature in zip(queue, signatures, strict=True):
-            reason = self._place(pod, signature)
-            self.waiting[signature] -= 1
-            if reason is not None:
-                self.results.unschedulable[pod.key] = reason
+            volume_requirements = self.volumes.requirements(pod)
+            if isinstance(volume_requirements, str):
+                self.results.unschedulable[pod.key] = volume_requirements
+                self.waiting[signature] -= 1
+                continue
+            queue.append((PodState(pod, volume_requirements, self.ignore_preferences), signature))
+        failures: dict[str, str] = {}
+        idle = 0
+        while queue and idle < len(queue):
+            state, signature = queue.popleft()
+            reason = self._try(state, signature)
+            if reason is None:
+                self.waiting[signature] -= 1
+                failures.pop(state.pod.key, None)
+                idle = 0
+                continue
+            failures[state.pod.key] = reason
+            idle = 0 if state.relax() is not None else idle + 1
+            queue.append((state, signature))
+        self.results.unschedulable.update(failures)
         for existing in self.existing:
             if existing.pods:
                 self.results.existing[existing.node.name] = existing.pods
         self.results.new_nodeclaims = [claim.finish() for claim in self.claims]
         return self.results
 
-    def _place(self, pod: PodInfo, signature: tuple[object, ...]) -> str | None:
-        volume_requirements = self.volumes.requirements(pod)
-        if isinstance(volume_requirements, str):
-            return volume_requirements
-        state = PodState(pod, volume_requirements, self.ignore_preferences)
-        while True:
-            reason = self._try(state, signature)
-            if reason is None or state.relax() is None:
-                return reason
-
     def _try(self, state: PodState, signature: tuple[object, ...]) -> str | None:
         pod = state.pod
         requirements = state.requirements()
-        owned = state.groups(self.topology, requirements) if self.topology_possible(state) else []
+        required = self._required = state.required()
+        owned = state.groups(self.topology, required) if self.topology_possible(state) else []
         checks = [g for g in owned if g.kind != INVERSE]
         checks += [g for g in self.topology.selecting(pod) if g.kind == INVERSE]
         placed: _Existing | _Claim | None = None
@@ -535,11 +551,15 @@ class _Solver:
         self,
         pod: PodInfo,
         groups: Sequence[TopologyGroup],
-        pod_requirements: Requirements,
         node_requirements: Requirements,
         hostname: str | None = None,
     ) -> list[tuple[str, list[str]]] | None:
-        """For each constrained key, the domains this pod may use on that node, best first."""
+        """For each constrained key, the domains this pod may use on that node, best first.
+
+        The pod's own domains come from its required node constraints only (``_required``):
+        a preference never shrinks the domains a spread is measured over.
+        """
+        pod_requirements = self._required
         by_key: dict[str, list[TopologyGroup]] = {}
         for group in groups:
             by_key.setdefault(group.key, []).append(group)
@@ -578,14 +598,13 @@ class _Solver:
         self,
         pod: PodInfo,
         groups: Sequence[TopologyGroup],
-        pod_requirements: Requirements,
         template: NodePoolTemplate,
         requirements: Requirements,
         mask: int,
         hostname: str,
     ) -> tuple[Requirements, int, list[str]] | None:
         """Pin each constrained key of a NodeClaim to the best allowed domain that still fits."""
-        choices = self.domains_for(pod, groups, pod_requirements, requirements, hostname)
+        choices = self.domains_for(pod, groups, requirements, hostname)
         if choices is None:
             return None
         narrowed = []
@@ -639,6 +658,8 @@ class _Solver:
         taint = untolerated(template.taints, state.tolerations)
         if taint is not None:
             return f"{prefix}did not tolerate taint {taint}"
+        if pod.host_ports and _ports_conflict(pod.host_ports, set(template.daemon_ports)):
+            return f"{prefix}a DaemonSet on its nodes uses the same host port"
         conflict = template.requirements.compatible(requirements, template.allow_undefined)
         if conflict is not None:
             return f"{prefix}{conflict}"
@@ -663,7 +684,7 @@ class _Solver:
         hostname = f"{template.name}-{len(self.claims)}.placeholder"
         self.topology.domains(wk.HOSTNAME).add(hostname)
         if groups:
-            chosen = self.narrow(pod, groups, requirements, template, merged, mask, hostname)
+            chosen = self.narrow(pod, groups, template, merged, mask, hostname)
             if chosen is None:
                 self.topology.domains(wk.HOSTNAME).discard(hostname)
                 return f"{prefix}{self._topology_reason}"
@@ -765,11 +786,15 @@ def _plan(
 
 
 def schedulable(pods: Sequence[PodInfo]) -> list[PodInfo]:
-    """The pods the provisioner schedules: not bound, not DaemonSet-owned, not mirror pods."""
+    """The pods the provisioner schedules: not bound, not preempting (nominated to a node by
+    kube-scheduler), not DaemonSet-owned, not mirror pods."""
     return [
         p
         for p in pods
-        if not p.node_name and not p.is_daemon() and MIRROR_ANNOTATION not in p.annotations
+        if not p.node_name
+        and not p.nominated_node
+        and not p.is_daemon()
+        and MIRROR_ANNOTATION not in p.annotations
     ]
 
 

@@ -125,6 +125,7 @@ class PodInfo:
         "node_affinity_required",
         "node_name",
         "node_selector",
+        "nominated_node",
         "owner_kind",
         "owner_name",
         "pod_affinity",
@@ -160,6 +161,7 @@ class PodInfo:
         topology_spread: Sequence[Mapping[str, Any]] = (),
         pod_affinity: Mapping[str, Any] | None = None,
         pod_anti_affinity: Mapping[str, Any] | None = None,
+        nominated_node: str | None = None,
     ) -> None:
         self.namespace = namespace
         self.name = name
@@ -184,18 +186,21 @@ class PodInfo:
         self.topology_spread = tuple(topology_spread)
         self.pod_affinity = pod_affinity
         self.pod_anti_affinity = pod_anti_affinity
+        self.nominated_node = nominated_node
 
     @classmethod
     def from_manifest(cls, obj: Mapping[str, Any]) -> PodInfo:
         """Decode a Pod object; raise ``DecodeError`` naming the field on bad input."""
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
-        return cls.from_spec(
+        pod = cls.from_spec(
             str(meta.get("namespace") or "default"),
             str(meta.get("name") or ""),
             spec,
             meta,
         )
+        pod.nominated_node = (obj.get("status") or {}).get("nominatedNodeName") or None
+        return pod
 
     @classmethod
     def from_spec(

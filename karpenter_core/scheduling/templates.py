@@ -147,6 +147,7 @@ class NodePoolTemplate:
             if untolerated(self.taints, ds.tolerations) is None
             and self.requirements.compatible(daemon_requirements(ds), self.allow_undefined) is None
         ]
+        self.daemon_ports = frozenset(port for ds in self.daemonsets for port in ds.host_ports)
         self._daemon_overhead: dict[str, dict[str, int]] = {}
         self._compatible: dict[Requirements, tuple[int, dict[int, Offering]]] = {}
         priced = []

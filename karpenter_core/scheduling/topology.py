@@ -9,7 +9,7 @@ pods already placed) it holds the pods owning the term.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.scheduling.requirements import Requirement, Requirements
@@ -24,6 +24,7 @@ __all__ = [
     "ANTI_AFFINITY",
     "INVERSE",
     "SPREAD",
+    "DomainSource",
     "LabelSelector",
     "Placement",
     "Topology",
@@ -104,12 +105,22 @@ class LabelSelector:
         return "{" + ", ".join(parts) + "}"
 
 
+class DomainSource(NamedTuple):
+    """Where domains come from: a NodePool or an existing node, with what a pod must match there."""
+
+    values: frozenset[str]
+    requirements: Requirements
+    taints: tuple[Taint, ...]
+    allow_undefined: frozenset[str]
+
+
 class TopologyGroup:
     """One constraint shape and its per-domain counts."""
 
     __slots__ = (
         "blocker",
         "counts",
+        "eligible",
         "filter_requirements",
         "filter_tolerations",
         "key",
@@ -141,6 +152,7 @@ class TopologyGroup:
         self.filter_tolerations = filter_tolerations
         self.counts: dict[str, int] = {}
         self.blocker: dict[str, str] = {}
+        self.eligible: set[str] | None = None
 
     def selects(self, pod: PodInfo) -> bool:
         """Whether the group's selector (and namespaces) match ``pod``."""
@@ -148,10 +160,15 @@ class TopologyGroup:
             return False
         return self.selector.matches(pod.labels)
 
-    def counts_on(self, requirements: Requirements, taints: Sequence[Taint]) -> bool:
-        """Whether a pod on a node like this counts (spread's node affinity and taint policies)."""
+    def counts_on(
+        self,
+        requirements: Requirements,
+        taints: Sequence[Taint],
+        allow_undefined: frozenset[str] = frozenset(),
+    ) -> bool:
+        """Whether a node like this is in the spread (its node affinity and taint policies)."""
         if self.filter_requirements is not None and (
-            requirements.compatible(self.filter_requirements, frozenset()) is not None
+            requirements.compatible(self.filter_requirements, allow_undefined) is not None
         ):
             return False
         return (
@@ -187,16 +204,17 @@ class TopologyGroup:
             kept = [d for d in options if counts.get(d, 0) + own - minimum <= self.max_skew]
             return sorted(kept, key=lambda d: (counts.get(d, 0), d))
         if self.kind == AFFINITY:
-            kept = sorted(d for d in options if counts.get(d, 0) > 0)
-            if not kept and self.selects(pod):
-                return sorted(options)
-            return kept
+            # Only when no reachable domain holds a matching pod may a self-selecting pod start one.
+            if any(c > 0 and pod_domains.has(d) for d, c in counts.items()):
+                return sorted(d for d in options if counts.get(d, 0) > 0)
+            return sorted(options) if self.selects(pod) else []
         return sorted(d for d in options if counts.get(d, 0) == 0)
 
     def _minimum(self, pod_domains: Requirement, universe: Iterable[str]) -> int:
         if self.key == wk.HOSTNAME:
             return 0
-        eligible = [self.counts.get(d, 0) for d in universe if pod_domains.has(d)]
+        domains = universe if self.eligible is None else self.eligible
+        eligible = [self.counts.get(d, 0) for d in domains if pod_domains.has(d)]
         if not eligible or (self.min_domains is not None and len(eligible) < self.min_domains):
             return 0
         return min(eligible)
@@ -230,8 +248,8 @@ class Placement(Protocol):
 class Topology:
     """All topology groups of one scheduling run, the domains of each key, and the counts."""
 
-    def __init__(self, domains: Callable[[str], set[str]]) -> None:
-        self._source = domains
+    def __init__(self, sources: Callable[[str], list[DomainSource]]) -> None:
+        self._sources = sources
         self.universe: dict[str, set[str]] = {}
         self.groups: dict[tuple[object, ...], TopologyGroup] = {}
         self.placements: list[tuple[PodInfo, Placement]] = []
@@ -241,7 +259,9 @@ class Topology:
         """Every known value of ``key`` (NodePool offerings, existing nodes, open NodeClaims)."""
         values = self.universe.get(key)
         if values is None:
-            values = self.universe[key] = self._source(key)
+            values = self.universe[key] = set()
+            for source in self._sources(key):
+                values.update(source.values)
         return values
 
     def group(
@@ -252,6 +272,15 @@ class Topology:
         if group is None:
             group = self.groups[identity] = factory()
             self._selecting.clear()
+            if group.kind == SPREAD and (
+                group.filter_requirements is not None or group.filter_tolerations is not None
+            ):
+                group.eligible = {
+                    value
+                    for source in self._sources(group.key)
+                    if group.counts_on(source.requirements, source.taints, source.allow_undefined)
+                    for value in source.values
+                }
             if group.kind != INVERSE:
                 for pod, placement in self.placements:
                     if group.selects(pod):

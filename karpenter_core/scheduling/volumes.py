@@ -56,10 +56,13 @@ class VolumeTopology:
             try:
                 if spec.get("volumeName"):
                     out.add(*self._bound(spec["volumeName"]).values())
-                else:
-                    out.add(*self._unbound(spec).values())
+                    continue
+                found = self._unbound(spec)
             except (RequirementError, KeyError, TypeError) as err:
                 return f"PersistentVolumeClaim {pod.namespace}/{name}: unreadable topology ({err})"
+            if isinstance(found, str):
+                return f"PersistentVolumeClaim {pod.namespace}/{name}: {found}"
+            out.add(*found.values())
         return out
 
     def _bound(self, volume_name: str) -> Requirements:
@@ -73,14 +76,15 @@ class VolumeTopology:
             return Requirements()
         return Requirements.from_node_selector(terms[0].get("matchExpressions") or ())
 
-    def _unbound(self, spec: Mapping[str, Any]) -> Requirements:
+    def _unbound(self, spec: Mapping[str, Any]) -> Requirements | str:
         name = spec.get("storageClassName", self.default_class)
-        storage_class = self.classes.get(name)
-        if (
-            storage_class is None
-            or storage_class.get("volumeBindingMode") != "WaitForFirstConsumer"
-        ):
+        if not name:
             return Requirements()
+        storage_class = self.classes.get(name)
+        if storage_class is None:
+            return f"StorageClass {name} not found"
+        if storage_class.get("volumeBindingMode") != "WaitForFirstConsumer":
+            return f"not bound yet, and StorageClass {name} binds volumes immediately"
         topologies = storage_class.get("allowedTopologies") or ()
         if not topologies:
             return Requirements()
