@@ -118,6 +118,28 @@ def _describe(requests: Mapping[str, int]) -> str:
     return " and ".join(parts) or "these requests"
 
 
+_SELF_DESCRIBING = frozenset((wk.ARCH, wk.OS, wk.INSTANCE_TYPE))
+
+
+def _describe_requirements(requirements: Requirements) -> str:
+    """`` and arm64 in test-zone-b``: a pod's node requirements, in words."""
+    words, zones, capacity = [], "", ""
+    for key, requirement in sorted(requirements.items()):
+        if requirement.complement:
+            words.append(str(requirement))
+            continue
+        values = "/".join(sorted(requirement.values)) or f"no {key}"
+        if key == wk.TOPOLOGY_ZONE:
+            zones = f" in {values}"
+        elif key == wk.CAPACITY_TYPE:
+            capacity = f" as {values}"
+        elif key in _SELF_DESCRIBING:
+            words.append(values)
+        else:
+            words.append(f"{key}={values}")
+    return "".join(f" and {w}" for w in words) + zones + capacity
+
+
 def _signature(pod: PodInfo) -> tuple[object, ...]:
     """Pods with equal signatures are interchangeable for sizing NodeClaims."""
     constrained = bool(pod.topology_spread or pod.pod_affinity or pod.pod_anti_affinity)
@@ -676,8 +698,8 @@ class _Solver:
                 for name, amount in pod.requests.items()
                 if amount > index.largest(name, compatible)
             }
-            where = f" with {requirements}" if requirements else ""
-            return f"{prefix}no instance type has {_describe(too_big or pod.requests)}{where}"
+            wanted = _describe(too_big or pod.requests) + _describe_requirements(requirements)
+            return f"{prefix}no instance type has {wanted}"
         mask, limit_reason = template.within_limits(mask)
         if not mask:
             return limit_reason
