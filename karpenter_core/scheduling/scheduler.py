@@ -174,6 +174,7 @@ class _Existing:
     """An existing node (or an in-flight NodeClaim) and the pods this run adds to it."""
 
     __slots__ = ("available", "node", "pods", "ports", "requirements", "taints")
+    allow_undefined = _NO_UNDEFINED
 
     def __init__(
         self,
@@ -272,6 +273,10 @@ class _Claim:
     @property
     def taints(self) -> tuple[Taint, ...]:
         return self.template.taints
+
+    @property
+    def allow_undefined(self) -> frozenset[str]:
+        return self.template.allow_undefined
 
     def topology_requirements(self) -> Requirements:
         labelled = self.requirements.copy()

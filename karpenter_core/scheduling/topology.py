@@ -239,6 +239,8 @@ class Placement(Protocol):
     """Where a pod went: an existing node or a NodeClaim (whose requirements may still narrow)."""
 
     taints: Sequence[Taint]
+    allow_undefined: frozenset[str]
+    """Labels it may still get (a NodeClaim's well-known labels), for spread node filters."""
 
     def topology_requirements(self) -> Requirements:
         """Its requirements, hostname included."""
@@ -284,9 +286,7 @@ class Topology:
             if group.kind != INVERSE:
                 for pod, placement in self.placements:
                     if group.selects(pod):
-                        self._count(
-                            group, pod, placement.topology_requirements(), placement.taints, None
-                        )
+                        self._count(group, pod, placement, placement.topology_requirements(), None)
         return group
 
     def selecting(self, pod: PodInfo) -> list[TopologyGroup]:
@@ -304,7 +304,7 @@ class Topology:
         if groups:
             requirements = placement.topology_requirements()
             for group in groups:
-                self._count(group, pod, requirements, placement.taints, None)
+                self._count(group, pod, placement, requirements, None)
 
     def record_owner(
         self, pod: PodInfo, owned: Sequence[TopologyGroup], placement: Placement
@@ -325,7 +325,7 @@ class Topology:
         for pod in pods:
             for group in self.selecting(pod):
                 if group.kind != INVERSE and group.key in keys:
-                    self._count(group, pod, requirements, placement.taints, keys)
+                    self._count(group, pod, placement, requirements, keys)
 
     def _possible(self, key: str, requirements: Requirements) -> list[str] | frozenset[str]:
         domains = requirements.get_or_exists(key)
@@ -337,13 +337,15 @@ class Topology:
         self,
         group: TopologyGroup,
         pod: PodInfo,
+        placement: Placement,
         requirements: Requirements,
-        taints: Sequence[Taint],
         narrowed: frozenset[str] | None,
     ) -> None:
         """Spread and affinity count only a known domain; anti-affinity counts every domain the
         node may still end up in (once), so nothing that must stay apart can meet."""
-        if group.kind == SPREAD and not group.counts_on(requirements, taints):
+        if group.kind == SPREAD and not group.counts_on(
+            requirements, placement.taints, placement.allow_undefined
+        ):
             return
         domains = requirements.get_or_exists(group.key)
         if group.kind == ANTI_AFFINITY:

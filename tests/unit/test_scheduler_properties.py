@@ -19,6 +19,35 @@ SELECTORS = [
 ]
 
 
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+APPS = ["plain", "spread", "lonely"]
+CONSTRAINTS = {
+    "plain": ((), None),
+    # at most one pod of this app more in one zone than in another
+    "spread": (
+        [
+            {
+                "maxSkew": 1,
+                "topologyKey": ZONE,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "spread"}},
+            }
+        ],
+        None,
+    ),
+    # never two pods of this app on one node
+    "lonely": (
+        (),
+        {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": "lonely"}}}
+            ]
+        },
+    ),
+}
+
+
 @st.composite
 def pods(draw):
     count = draw(st.integers(min_value=0, max_value=25))
@@ -32,14 +61,20 @@ def pods(draw):
         if draw(st.booleans()) and draw(st.booleans()):
             requests["nvidia.com/gpu"] = 1000
         tolerations = [Toleration("dedicated", "Exists")] if draw(st.booleans()) else []
+        app = draw(st.sampled_from(APPS))
         out.append(
             PodInfo(
                 "default",
                 f"p{i}",
                 requests,
-                node_selector=draw(st.sampled_from(SELECTORS)),
+                labels={"app": app},
+                # Spread pods count only pods on nodes matching their own node selector
+                # (nodeAffinityPolicy Honor): without one, they all measure the same skew.
+                node_selector={} if app == "spread" else draw(st.sampled_from(SELECTORS)),
                 tolerations=tolerations,
                 created=i,
+                topology_spread=CONSTRAINTS[app][0],
+                pod_anti_affinity=CONSTRAINTS[app][1],
             )
         )
     return out
@@ -88,6 +123,23 @@ def test_results_respect_every_hard_constraint(snapshot, minimize):
             for k, v in pod.requests.items():
                 total[k] = total.get(k, 0) + v
         assert _fits(total, node.allocatable)
+
+    # Topology: one "lonely" pod per node; "spread" pods within skew 1 over the zones they reached
+    # (only zones the scheduler opened NodeClaims in count, existing nodes have no zone label).
+    for pods in [c.pods for c in results.new_nodeclaims] + list(results.existing.values()):
+        assert sum(p.labels.get("app") == "lonely" for p in pods) <= 1
+    zones: dict[str, int] = {}
+    for claim in results.new_nodeclaims:
+        if any(p.labels.get("app") == "spread" for p in claim.pods):
+            zone = claim.requirements.get(ZONE)
+            assert zone is not None and len(zone.values) == 1 and not zone.complement
+        for p in claim.pods:
+            if p.labels.get("app") == "spread":
+                zone = claim.offering.zone
+                zones[zone] = zones.get(zone, 0) + 1
+    if zones:
+        counts = [zones.get(z, 0) for z in ("zone-a", "zone-b")]
+        assert max(counts) - min(counts) <= 1, zones
 
     pools = {p.metadata.name: p for p in snapshot.nodepools}
     launched: dict[str, int] = {}
