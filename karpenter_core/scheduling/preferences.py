@@ -74,6 +74,7 @@ class PodState:
         "preferred_affinity",
         "preferred_anti_affinity",
         "preferred_node",
+        "relaxations",
         "required_affinity",
         "required_anti_affinity",
         "soft_spread",
@@ -103,6 +104,7 @@ class PodState:
             c for c in pod.topology_spread if c.get("whenUnsatisfiable") == "ScheduleAnyway"
         ]
         self.tolerations = pod.tolerations
+        self.relaxations = 0
         if ignore_preferences:
             self.preferred_node, self.preferred_affinity = [], []
             self.preferred_anti_affinity, self.soft_spread = [], []
@@ -125,6 +127,12 @@ class PodState:
 
     def relax(self) -> str | None:
         """Drop the next preference; return what was dropped, or None when nothing is left."""
+        dropped = self._relax()
+        if dropped is not None:
+            self.relaxations += 1
+        return dropped
+
+    def _relax(self) -> str | None:
         if len(self.node_terms) > 1:
             self.node_terms.pop(0)
             return "a required node-affinity term"

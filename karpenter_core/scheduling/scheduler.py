@@ -141,7 +141,7 @@ def _describe_requirements(requirements: Requirements) -> str:
 
 
 def _signature(pod: PodInfo) -> tuple[object, ...]:
-    """Pods with equal signatures are interchangeable for sizing NodeClaims."""
+    """Pods with equal signatures are interchangeable: same node requirements, same sizing."""
     constrained = bool(pod.topology_spread or pod.pod_affinity or pod.pod_anti_affinity)
     return (
         tuple(sorted(pod.node_selector.items())),
@@ -150,7 +150,7 @@ def _signature(pod: PodInfo) -> tuple[object, ...]:
         pod.tolerations,
         tuple(sorted(pod.requests.items())),
         pod.host_ports,
-        pod.volume_claims,
+        (pod.namespace, pod.volume_claims) if pod.volume_claims else (),
         (pod.namespace, tuple(sorted(pod.labels.items())), repr(pod.topology_spread),
          repr(pod.pod_affinity), repr(pod.pod_anti_affinity)) if constrained else None,
     )  # fmt: skip
@@ -411,6 +411,7 @@ class _Solver:
                     self.topology.record_owner(pod, owned, existing)
         self._topology_reason = ""
         self._required = Requirements()
+        self._requirements: dict[tuple[object, ...], tuple[Requirements, Requirements]] = {}
 
     def _domain_sources(self, key: str) -> list[DomainSource]:
         """Where ``key`` takes values: each NodePool (its instance types and offerings, within its
@@ -531,11 +532,16 @@ class _Solver:
 
     def _try(self, state: PodState, signature: tuple[object, ...]) -> str | None:
         pod = state.pod
-        requirements = state.requirements()
-        required = self._required = state.required()
+        key = (signature, state.relaxations)
+        cached = self._requirements.get(key)
+        if cached is None:
+            cached = self._requirements[key] = (state.requirements(), state.required())
+        requirements, required = cached
+        self._required = required
         owned = state.groups(self.topology, required) if self.topology_possible(state) else []
         checks = [g for g in owned if g.kind != INVERSE]
-        checks += [g for g in self.topology.selecting(pod) if g.kind == INVERSE]
+        if self.topology.groups:
+            checks += [g for g in self.topology.selecting(pod) if g.kind == INVERSE]
         placed: _Existing | _Claim | None = None
         for existing in self.existing:
             if existing.try_add(self, state, requirements, checks):

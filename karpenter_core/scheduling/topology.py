@@ -300,6 +300,8 @@ class Topology:
     def place(self, pod: PodInfo, placement: Placement) -> None:
         """Count ``pod`` where it was placed, in every group that selects it."""
         self.placements.append((pod, placement))
+        if not self.groups:
+            return
         groups = [g for g in self.selecting(pod) if g.kind != INVERSE]
         if groups:
             requirements = placement.topology_requirements()

@@ -810,7 +810,9 @@ def test_anti_affinity_on_zone_with_a_pod_in_every_zone_is_unschedulable():
     out = run([*pods, avoider])
     assert all(out.where(p.name) for p in pods)
     assert list(out.unschedulable) == ["default/avoider"]
-    assert "anti-affinity" in out.unschedulable["default/avoider"]
+    reason = out.unschedulable["default/avoider"]
+    # the reason names the rule, a pod it keeps away from and the key
+    assert "anti-affinity" in reason and "default/s2-zone-" in reason and ZONE in reason
 
 
 def test_anti_affinity_of_pending_pods_blocks_a_matching_pod():
@@ -824,7 +826,8 @@ def test_anti_affinity_of_pending_pods_blocks_a_matching_pod():
     out = run([*guards, make_pod("s2", labels=S2)])
     assert all(out.where(p.name) for p in guards)
     assert list(out.unschedulable) == ["default/s2"]
-    assert "anti-affinity" in out.unschedulable["default/s2"]
+    reason = out.unschedulable["default/s2"]
+    assert "anti-affinity" in reason and "default/guard-zone-" in reason and ZONE in reason
 
 
 def test_anti_affinity_of_running_pods_blocks_a_matching_pod():
@@ -841,7 +844,8 @@ def test_anti_affinity_of_running_pods_blocks_a_matching_pod():
     ]
     out = run([make_pod("s2", labels=S2), make_pod("other")], nodes=nodes)
     assert list(out.unschedulable) == ["default/s2"]
-    assert "anti-affinity" in out.unschedulable["default/s2"]
+    reason = out.unschedulable["default/s2"]
+    assert "anti-affinity" in reason and "default/guard-zone-" in reason and ZONE in reason
     assert out.where("other") is not None
 
 
@@ -1485,6 +1489,24 @@ def test_pod_with_an_unusable_claim_is_not_scheduled_and_says_which(pvcs, classe
     assert out.where("db") is None
     assert "data" in out.unschedulable["default/db"]
     assert out.where("web") is not None
+
+
+# --- reasons ------------------------------------------------------------------------------------
+
+
+def test_reason_for_a_pod_no_instance_type_holds_names_what_it_asks_for():
+    # upstream reports that no instance type fits; here the reason says what the pod asked for,
+    # e.g. "no instance type has 16 CPU and arm64 in zone-b"
+    out = run([make_pod("big", cpu="16", node_selector={ARCH: "arm64", ZONE: "zone-b"})])
+    reason = out.unschedulable["default/big"]
+    assert "16 CPU" in reason and "arm64" in reason and "zone-b" in reason
+
+
+def test_reason_for_a_pod_blocked_by_affinity_names_the_key():
+    # upstream: pod affinity that no domain satisfies; the reason names the rule and the key
+    out = run([make_pod("web", pod_affinity=affinity(required=[term(HOSTNAME, S2)]))])
+    reason = out.unschedulable["default/web"]
+    assert "affinity" in reason and HOSTNAME in reason
 
 
 # --- pods that are not scheduled ----------------------------------------------------------------
