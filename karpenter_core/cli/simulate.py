@@ -6,6 +6,7 @@ import json
 import os
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
@@ -15,12 +16,14 @@ from karpenter_core.apis.quantity import format_quantity
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.registry import UnknownProviderError, discover
 from karpenter_core.cloudprovider.types import CloudProviderError
+from karpenter_core.disruption.planner import Command, Options, Plan, plan
 from karpenter_core.manifests import (
     ManifestError,
     build_snapshot,
     load_default_scenario,
     load_documents,
 )
+from karpenter_core.operator.settings import parse_feature_gates
 from karpenter_core.scheduling.scheduler import NewNodeClaim, Results, schedulable, schedule
 
 
@@ -96,6 +99,45 @@ def _report(provider: str, results: Results, pods: int, seconds: float) -> dict[
     }
 
 
+def _command_json(command: Command) -> dict[str, Any]:
+    return {
+        "reason": command.reason,
+        "nodes": [c.name for c in command.candidates],
+        "replacements": [
+            {
+                "nodepool": r.nodepool,
+                "instance_type": r.instance_type.name,
+                "capacity_type": r.offering.capacity_type,
+                "zone": r.offering.zone,
+                "price": round(r.price, 6),
+                "pods": [p.key for p in r.pods],
+            }
+            for r in command.replacements
+        ],
+        "savings_per_hour": round(command.savings_per_hour, 6),
+    }
+
+
+def _print_disruption(disruption: Plan) -> None:
+    click.echo("\nDisruption:")
+    if not disruption.commands:
+        click.echo("  nothing to do")
+    for command in disruption.commands:
+        replaced = ", ".join(
+            f"{r.instance_type.name} {r.offering.capacity_type} {r.offering.zone} {r.price:.6f}"
+            for r in command.replacements
+        )
+        nodes = ", ".join(c.name for c in command.candidates)
+        action = f"replace with {replaced}" if replaced else "delete"
+        click.echo(
+            f"  {command.reason}: {action}: {nodes} (saves {command.savings_per_hour:.6f}/h)"
+        )
+    for node, why in sorted(disruption.blocked.items()):
+        click.echo(f"  left {node}: {why}")
+    total = sum(c.savings_per_hour for c in disruption.commands)
+    click.echo(f"  total savings {total:.6f}/h")
+
+
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(
@@ -161,9 +203,27 @@ def _print_text(report: dict[str, Any], results: Results, notes: list[str]) -> N
 @click.option(
     "-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
+@click.option(
+    "--disrupt",
+    is_flag=True,
+    help="Also show the disruption commands (emptiness, drift, consolidation, expiration) the "
+    "controller would issue for the existing nodes, with their savings.",
+)
+@click.option(
+    "--feature-gates",
+    default="",
+    envvar="FEATURE_GATES",
+    help="Feature gates, e.g. SpotToSpotConsolidation=true.",
+)
 @click.pass_context
 def simulate(
-    ctx: click.Context, files: tuple[str, ...], provider: str, output: str, **_settings_: str | None
+    ctx: click.Context,
+    files: tuple[str, ...],
+    provider: str,
+    output: str,
+    disrupt: bool,
+    feature_gates: str,
+    **_settings_: str | None,
 ) -> None:
     """Show the nodes Karpenter would launch for the pending pods in the manifests."""
     try:
@@ -178,11 +238,23 @@ def simulate(
     results = schedule(snapshot)
     seconds = time.perf_counter() - started
     report = _report(provider, results, len(pods), seconds)
+    disruption = None
+    if disrupt:
+        try:
+            gates = parse_feature_gates(feature_gates)
+        except ValueError as err:
+            raise click.ClickException(f"--feature-gates: {err}") from None
+        options = Options(spot_to_spot=gates["SpotToSpotConsolidation"])
+        disruption = plan(snapshot, datetime.now(UTC), options)
+        report["disruption"] = [_command_json(command) for command in disruption.commands]
+        report["disruption_blocked"] = disruption.blocked
     if output == "json":
         report["notes"] = notes
         click.echo(json.dumps(report, indent=2))
     else:
         _print_text(report, results, notes)
+        if disruption is not None:
+            _print_disruption(disruption)
 
 
 _provider_options(simulate)

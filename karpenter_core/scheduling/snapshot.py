@@ -284,7 +284,9 @@ class NodeInfo:
 
     __slots__ = (
         "allocatable",
+        "annotations",
         "capacity",
+        "created",
         "deleting",
         "initialized",
         "labels",
@@ -307,6 +309,8 @@ class NodeInfo:
         provider_id: str = "",
         initialized: bool = True,
         deleting: bool = False,
+        annotations: Mapping[str, str] | None = None,
+        created: float = 0.0,
     ) -> None:
         self.name = name
         self.labels = dict(labels)
@@ -319,6 +323,8 @@ class NodeInfo:
         self.nodepool = self.labels.get(wk.NODEPOOL)
         self.initialized = initialized
         self.deleting = deleting
+        self.annotations = dict(annotations or {})
+        self.created = created
 
     @classmethod
     def from_manifest(cls, obj: Mapping[str, Any]) -> NodeInfo:
@@ -337,6 +343,8 @@ class NodeInfo:
             taints=taints,
             provider_id=str(spec.get("providerID") or ""),
             initialized=(meta.get("labels") or {}).get(wk.NODE_INITIALIZED, "true") == "true",
+            annotations=meta.get("annotations") or {},
+            created=_timestamp(meta.get("creationTimestamp")),
             deleting=bool(meta.get("deletionTimestamp")) or bool(spec.get("unschedulable")),
         )
 

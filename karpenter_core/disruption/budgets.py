@@ -1,0 +1,96 @@
+"""Disruption budgets: how many of a NodePool's nodes may be disrupted now, for a reason."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from croniter import croniter
+
+from karpenter_core.apis.duration import DurationError, parse_duration
+
+__all__ = ["DRIFTED", "EMPTY", "UNDERUTILIZED", "allowed_disruptions"]
+
+EMPTY = "Empty"
+DRIFTED = "Drifted"
+UNDERUTILIZED = "Underutilized"
+
+_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
+def _window(budget: Mapping[str, Any]) -> tuple[str, timedelta] | None:
+    """The budget's cron expression and duration; None when it has no schedule.
+
+    Raises ``ValueError`` when either cannot be read.
+    """
+    schedule = budget.get("schedule")
+    if schedule is None:
+        return None
+    try:
+        duration = parse_duration(str(budget.get("duration")))
+    except DurationError as err:
+        raise ValueError(str(err)) from None
+    expression = _MACROS.get(str(schedule), str(schedule))
+    if not croniter.is_valid(expression):
+        raise ValueError(f"bad cron schedule {schedule!r}")
+    return expression, duration
+
+
+def _active(window: tuple[str, timedelta] | None, now: datetime) -> bool:
+    """Always active without a schedule; otherwise for ``duration`` after each hit."""
+    if window is None:
+        return True
+    expression, duration = window
+    previous = croniter(expression, now + timedelta(seconds=1)).get_prev(datetime)
+    return previous <= now < previous + duration
+
+
+def _limit(budget: Mapping[str, Any], total: int) -> int:
+    nodes = str(budget.get("nodes", "10%"))
+    try:
+        if nodes.endswith("%"):
+            return math.ceil(int(nodes[:-1]) * total / 100)
+        return int(nodes)
+    except ValueError:
+        return 0
+
+
+def allowed_disruptions(
+    budgets: Sequence[Mapping[str, Any]],
+    reason: str,
+    total: int,
+    disrupting: int,
+    now: datetime | None = None,
+) -> int:
+    """Nodes that may start being disrupted for ``reason``: the most restrictive active budget
+    that covers the reason, less the nodes already being disrupted; never below 0.
+
+    A budget whose schedule cannot be read allows nothing (fails closed), as upstream.
+    """
+    now = now or datetime.now(UTC)
+    limit = None
+    for budget in budgets:
+        reasons = budget.get("reasons")
+        if reasons and reason not in reasons:
+            continue
+        try:
+            window = _window(budget)
+        except ValueError:
+            return 0
+        if not _active(window, now):
+            continue
+        value = _limit(budget, total)
+        limit = value if limit is None else min(limit, value)
+    if limit is None:
+        return max(total - disrupting, 0)
+    return max(limit - disrupting, 0)
