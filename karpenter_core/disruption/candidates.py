@@ -163,12 +163,15 @@ def lifetime_remaining(node: NodeInfo, nodepool: NodePool, now: datetime) -> flo
     return min(max(1 - age / expire.total_seconds(), 0.0), 1.0)
 
 
-def candidates(snapshot: Snapshot, now: datetime) -> tuple[list[Candidate], dict[str, str]]:
+def candidates(
+    snapshot: Snapshot, now: datetime, include_blocked: bool = False
+) -> tuple[list[Candidate], dict[str, str]]:
     """Every node disruption could act on, and why each other managed node is blocked.
 
     Unmanaged nodes (no known NodePool), nodes not initialized or already deleting are not
     candidates at all; nodes or pods annotated karpenter.sh/do-not-disrupt and pods whose
-    PodDisruptionBudget allows no eviction block their node.
+    PodDisruptionBudget allows no eviction block their node (``include_blocked`` keeps them, for
+    expiration, which they do not stop).
     """
     nodepools = {np.metadata.name: np for np in snapshot.nodepools}
     pdbs = PodDisruptionBudgets(snapshot.pdbs, [p for n in snapshot.nodes for p in n.pods])
@@ -178,21 +181,28 @@ def candidates(snapshot: Snapshot, now: datetime) -> tuple[list[Candidate], dict
         nodepool = nodepools.get(node.nodepool or "")
         if nodepool is None or not node.initialized or node.deleting:
             continue
-        if node.annotations.get(wk.DO_NOT_DISRUPT) == "true":
-            blocked[node.name] = f"node {node.name} is annotated {wk.DO_NOT_DISRUPT}"
-            continue
         pods = reschedulable(node)
-        reason = next(
-            (
-                f"pod {p.key} is annotated {wk.DO_NOT_DISRUPT}"
-                for p in pods
-                if p.annotations.get(wk.DO_NOT_DISRUPT) == "true"
-            ),
-            None,
-        ) or next((r for r in map(pdbs.blocking, pods) if r is not None), None)
+        reason = (
+            f"node {node.name} is annotated {wk.DO_NOT_DISRUPT}"
+            if node.annotations.get(wk.DO_NOT_DISRUPT) == "true"
+            else None
+        )
+        reason = (
+            reason
+            or next(
+                (
+                    f"pod {p.key} is annotated {wk.DO_NOT_DISRUPT}"
+                    for p in node.pods
+                    if p.annotations.get(wk.DO_NOT_DISRUPT) == "true"
+                ),
+                None,
+            )
+            or next((r for r in map(pdbs.blocking, pods) if r is not None), None)
+        )
         if reason is not None:
             blocked[node.name] = reason
-            continue
+            if not include_blocked:
+                continue
         instance_type, offering = _offering(
             node, snapshot.instance_types.get(nodepool.metadata.name, ())
         )

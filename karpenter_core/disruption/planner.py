@@ -93,11 +93,16 @@ def _budget(snapshot: Snapshot, reason: str, now: datetime) -> dict[str, int]:
     out = {}
     for nodepool in snapshot.nodepools:
         name = nodepool.metadata.name
-        nodes = [n for n in snapshot.nodes if n.nodepool == name]
+        nodes = [n for n in snapshot.nodes if n.nodepool == name and n.initialized]
         budgets = [b.model_dump(exclude_none=True) for b in nodepool.spec.disruption.budgets]
         disrupting = sum(1 for n in nodes if n.deleting)
         out[name] = allowed_disruptions(budgets, reason, len(nodes), disrupting, now)
     return out
+
+
+def _allowed(candidates_: Sequence[Candidate], allowed: dict[str, int]) -> list[Candidate]:
+    """The candidates of NodePools whose budget allows at least one more disruption."""
+    return [c for c in candidates_ if allowed.get(c.nodepool.metadata.name, 0) > 0]
 
 
 def _within_budget(candidates_: Sequence[Candidate], allowed: dict[str, int]) -> list[Candidate]:
@@ -138,7 +143,7 @@ def _replacement(
     """The cheapest launch strictly cheaper than the candidates, following the capacity rules.
 
     Spot is never replaced by on-demand; spot by spot only with the SpotToSpotConsolidation
-    gate and at least 15 cheaper types (the replacement keeps the 15 cheapest).
+    gate and, for a single node, at least 15 cheaper types (the replacement keeps the 15 cheapest).
     """
     prices = [c.price for c in candidates_]
     if any(p is None for p in prices):
@@ -159,9 +164,23 @@ def _replacement(
             choices.append((offering.price, offering.zone, it.name, it, offering))
     if not choices:
         return None
+    if len(candidates_) > 1:
+        # Merging nodes into one of their own instance types only pays if the replacement is
+        # cheaper than the cheapest candidate of a type it could launch as (upstream's rule).
+        option_names = {it.name for it in claim.instance_types}
+        same = [
+            c.price
+            for c in candidates_
+            if c.instance_type is not None and c.instance_type.name in option_names and c.price
+        ]
+        if same:
+            ceiling = min(same)
+            choices = [c for c in choices if c[0] < ceiling]
+    if not choices:
+        return None
     choices.sort(key=lambda c: c[:3])
     kept_types = list(dict.fromkeys(c[3] for c in choices))
-    if all_spot:
+    if all_spot and len(candidates_) == 1:
         if len(kept_types) < SPOT_TO_SPOT_OPTIONS:
             return None
         kept_types = kept_types[:SPOT_TO_SPOT_OPTIONS]
@@ -199,7 +218,7 @@ def _next_command(
 
     drifted = [c for c in found if _drift_reason(c, options)]
     drifted.sort(key=lambda c: (bool(c.pods), c.node.created, c.name))
-    for candidate in _within_budget(drifted, _budget(snapshot, DRIFTED, now)):
+    for candidate in _allowed(drifted, _budget(snapshot, DRIFTED, now)):
         results = _simulate(snapshot, [candidate], Minimize.PRICE)
         if not results.unschedulable:
             return Command("drifted", [candidate], results.new_nodeclaims)
@@ -209,9 +228,10 @@ def _next_command(
         for c in consolidatable
         if c.nodepool.spec.disruption.consolidation_policy == "WhenEmptyOrUnderutilized"
         and c.price is not None
+        and c.pods
     ]
-    underused = _within_budget(underused, _budget(snapshot, UNDERUTILIZED, now))
-    multi = underused[:MAX_MULTI_NODE]
+    allowed = _budget(snapshot, UNDERUTILIZED, now)
+    multi = _within_budget(underused, allowed)[:MAX_MULTI_NODE]
     best = None
     low, high = 2, len(multi)
     while low <= high:
@@ -223,7 +243,7 @@ def _next_command(
             high = middle - 1
     if best is not None:
         return best
-    for candidate in underused:
+    for candidate in _allowed(underused, allowed):
         command = _consolidate(snapshot, [candidate], "underutilized", options)
         if command is not None:
             return command
@@ -232,7 +252,7 @@ def _next_command(
 
 
 def _expired(snapshot: Snapshot, now: datetime) -> list[Command]:
-    found, _ = candidates(snapshot, now)
+    found, _ = candidates(snapshot, now, include_blocked=True)
     commands = []
     for candidate in found:
         expire = parse_nillable_duration(candidate.nodepool.spec.template.spec.expire_after)

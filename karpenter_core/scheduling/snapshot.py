@@ -332,6 +332,7 @@ class NodeInfo:
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
+        labels = meta.get("labels") or {}
         capacity = status.get("capacity") or status.get("allocatable") or {}
         allocatable = status.get("allocatable") or capacity
         taints = tuple(Taint.from_manifest(t) for t in spec.get("taints") or ())
@@ -342,7 +343,11 @@ class NodeInfo:
             capacity=_resources(capacity, "status.capacity"),
             taints=taints,
             provider_id=str(spec.get("providerID") or ""),
-            initialized=(meta.get("labels") or {}).get(wk.NODE_INITIALIZED, "true") == "true",
+            # Karpenter labels its nodes once initialized; a node it does not manage is ready.
+            initialized=labels.get(
+                wk.NODE_INITIALIZED, "false" if wk.NODEPOOL in labels else "true"
+            )
+            == "true",
             annotations=meta.get("annotations") or {},
             created=_timestamp(meta.get("creationTimestamp")),
             deleting=bool(meta.get("deletionTimestamp")) or bool(spec.get("unschedulable")),
