@@ -183,7 +183,7 @@ class _Existing:
         requirements: Requirements | None = None,
     ) -> None:
         self.node = node
-        self.requirements = requirements or Requirements.from_labels(node.labels)
+        self.requirements = requirements or node.label_requirements()
         self.taints = node.taints
         used = node.requested()
         self.ports = {port for pod in node.pods for port in pod.host_ports}
@@ -543,12 +543,15 @@ class _Solver:
         if self.topology.groups:
             checks += [g for g in self.topology.selecting(pod) if g.kind == INVERSE]
         placed: _Existing | _Claim | None = None
+        cpu, memory = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
         for existing in self.existing:
+            available = existing.available
+            if cpu > available.get("cpu", 0) or memory > available.get("memory", 0):
+                continue
             if existing.try_add(self, state, requirements, checks):
                 placed = existing
                 break
         else:
-            cpu, memory = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
             per_host = _per_host_limits(pod, checks)
             for claim in self.claims:
                 if cpu > claim.free_cpu or memory > claim.free_memory:

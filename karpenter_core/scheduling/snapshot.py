@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import QuantityError, parse_quantity, to_milli
+from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.taints import Taint, Toleration
 
 if TYPE_CHECKING:
@@ -283,6 +284,7 @@ class NodeInfo:
     """An existing node with the pods bound to it."""
 
     __slots__ = (
+        "_label_requirements",
         "allocatable",
         "annotations",
         "capacity",
@@ -325,6 +327,7 @@ class NodeInfo:
         self.deleting = deleting
         self.annotations = dict(annotations or {})
         self.created = created
+        self._label_requirements: Requirements | None = None
 
     @classmethod
     def from_manifest(cls, obj: Mapping[str, Any]) -> NodeInfo:
@@ -352,6 +355,12 @@ class NodeInfo:
             created=_timestamp(meta.get("creationTimestamp")),
             deleting=bool(meta.get("deletionTimestamp")) or bool(spec.get("unschedulable")),
         )
+
+    def label_requirements(self) -> Requirements:
+        """The node's labels as requirements (computed once: labels do not change)."""
+        if self._label_requirements is None:
+            self._label_requirements = Requirements.from_labels(self.labels)
+        return self._label_requirements
 
     def requested(self) -> dict[str, int]:
         """The sum of the bound pods' requests."""
