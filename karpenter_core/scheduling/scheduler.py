@@ -14,7 +14,7 @@ any instance type allows, so a valid single replacement is never split in two.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
@@ -186,8 +186,8 @@ class _Existing:
         self.requirements = requirements or node.label_requirements()
         self.taints = node.taints
         used = node.requested()
-        self.ports = {port for pod in node.pods for port in pod.host_ports}
-        running = {p.owner_name for p in node.pods if p.is_daemon()}
+        self.ports = set(node.host_ports())
+        running = {p.owner_name for p in node.pods if p.is_daemon()} if daemonsets else ()
         for ds in daemonsets:
             if ds.name in running or untolerated(node.taints, ds.tolerations) is not None:
                 continue
@@ -401,10 +401,9 @@ class _Solver:
         self.volumes = VolumeTopology(
             snapshot.persistent_volume_claims, snapshot.persistent_volumes, snapshot.storage_classes
         )
-        self.topology = Topology(self._domain_sources)
+        self.topology = Topology(self._domain_sources, self._bound)
         for existing in self.existing:
             for pod in existing.node.pods:
-                self.topology.place(pod, existing)
                 if pod.pod_anti_affinity:
                     state = PodState(pod, Requirements())
                     owned = state.groups(self.topology, state.requirements())
@@ -412,6 +411,10 @@ class _Solver:
         self._topology_reason = ""
         self._required = Requirements()
         self._requirements: dict[tuple[object, ...], tuple[Requirements, Requirements]] = {}
+
+    def _bound(self) -> Iterable[tuple[PodInfo, _Existing]]:
+        """Pods already bound to existing nodes, with their nodes."""
+        return ((pod, e) for e in self.existing for pod in e.node.pods)
 
     def _domain_sources(self, key: str) -> list[DomainSource]:
         """Where ``key`` takes values: each NodePool (its instance types and offerings, within its
@@ -444,6 +447,16 @@ class _Solver:
                         frozenset((value,)), existing.requirements, existing.taints, _NO_UNDEFINED
                     )
                 )
+        if key == wk.HOSTNAME:
+            sources += [
+                DomainSource(
+                    frozenset((claim.hostname,)),
+                    claim.requirements,
+                    claim.taints,
+                    claim.template.allow_undefined,
+                )
+                for claim in self.claims
+            ]
         return sources
 
     def _in_flight(self, snapshot: Snapshot) -> list[_Existing]:
@@ -718,17 +731,21 @@ class _Solver:
         if not mask:
             return limit_reason
         hostname = f"{template.name}-{len(self.claims)}.placeholder"
-        self.topology.domains(wk.HOSTNAME).add(hostname)
+        hostnames = self.topology.universe.get(wk.HOSTNAME)
+        if hostnames is not None:
+            hostnames.add(hostname)
         if groups:
             chosen = self.narrow(pod, groups, template, merged, mask, hostname)
             if chosen is None:
-                self.topology.domains(wk.HOSTNAME).discard(hostname)
+                if hostnames is not None:
+                    hostnames.discard(hostname)
                 return f"{prefix}{self._topology_reason}"
             merged, mask, _ = chosen
             compatible, offerings = template.compatible(merged)
         relaxed = self.min_values_check(template, pod.requests, merged)
         if relaxed is None:
-            self.topology.domains(wk.HOSTNAME).discard(hostname)
+            if hostnames is not None:
+                hostnames.discard(hostname)
             return f"{prefix}{self._topology_reason}"
         if self.minimize is Minimize.PRICE and state.max_per_node(groups) is None:
             mask = self._size(template, mask, offerings, pod, signature)

@@ -284,6 +284,7 @@ class NodeInfo:
     """An existing node with the pods bound to it."""
 
     __slots__ = (
+        "_cached_usage",
         "_label_requirements",
         "allocatable",
         "annotations",
@@ -328,6 +329,9 @@ class NodeInfo:
         self.annotations = dict(annotations or {})
         self.created = created
         self._label_requirements: Requirements | None = None
+        self._cached_usage: (
+            tuple[list[PodInfo], int, dict[str, int], frozenset[tuple[str, int, str]]] | None
+        ) = None
 
     @classmethod
     def from_manifest(cls, obj: Mapping[str, Any]) -> NodeInfo:
@@ -363,11 +367,25 @@ class NodeInfo:
         return self._label_requirements
 
     def requested(self) -> dict[str, int]:
-        """The sum of the bound pods' requests."""
+        """The sum of the bound pods' requests (do not modify the result)."""
+        return self._usage()[0]
+
+    def host_ports(self) -> frozenset[tuple[str, int, str]]:
+        """Host ports the bound pods use."""
+        return self._usage()[1]
+
+    def _usage(self) -> tuple[dict[str, int], frozenset[tuple[str, int, str]]]:
+        # Cached while the pod list is the same list of the same length: simulations build many
+        # schedulers over the same nodes.
+        cached = self._cached_usage
+        if cached is not None and cached[0] is self.pods and cached[1] == len(self.pods):
+            return cached[2], cached[3]
         total: dict[str, int] = {}
         for pod in self.pods:
             _add(total, pod.requests)
-        return total
+        ports = frozenset(port for pod in self.pods for port in pod.host_ports)
+        self._cached_usage = (self.pods, len(self.pods), total, ports)
+        return total, ports
 
     def __repr__(self) -> str:
         return f"NodeInfo({self.name})"

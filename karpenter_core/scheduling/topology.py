@@ -9,6 +9,7 @@ pods already placed) it holds the pods owning the term.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from karpenter_core.apis import labels as wk
@@ -250,8 +251,13 @@ class Placement(Protocol):
 class Topology:
     """All topology groups of one scheduling run, the domains of each key, and the counts."""
 
-    def __init__(self, sources: Callable[[str], list[DomainSource]]) -> None:
+    def __init__(
+        self,
+        sources: Callable[[str], list[DomainSource]],
+        bound: Callable[[], Iterable[tuple[PodInfo, Placement]]],
+    ) -> None:
         self._sources = sources
+        self._bound = bound
         self.universe: dict[str, set[str]] = {}
         self.groups: dict[tuple[object, ...], TopologyGroup] = {}
         self.placements: list[tuple[PodInfo, Placement]] = []
@@ -284,7 +290,7 @@ class Topology:
                     for value in source.values
                 }
             if group.kind != INVERSE:
-                for pod, placement in self.placements:
+                for pod, placement in chain(self._bound(), self.placements):
                     if group.selects(pod):
                         self._count(group, pod, placement, placement.topology_requirements(), None)
         return group
@@ -298,7 +304,8 @@ class Topology:
         return cached
 
     def place(self, pod: PodInfo, placement: Placement) -> None:
-        """Count ``pod`` where it was placed, in every group that selects it."""
+        """Count ``pod`` where this run placed it, in every group that selects it (pods already
+        bound come from ``bound`` when a group is created)."""
         self.placements.append((pod, placement))
         if not self.groups:
             return
