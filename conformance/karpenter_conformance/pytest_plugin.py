@@ -46,6 +46,13 @@ class KubeCluster:
             pytest.skip(f"restart_apiserver needs --cluster-backend binaries, not {self.backend}")
         self.plane.restart_apiserver()
 
+    def compact_etcd(self) -> int:
+        """Compact etcd's history (binaries backend only): older resourceVersions become 410
+        Gone. Returns the revision compacted to."""
+        if self.plane is None:
+            pytest.skip(f"compact_etcd needs --cluster-backend binaries, not {self.backend}")
+        return self.plane.compact_etcd()
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register --cluster-backend and --kubeconfig."""

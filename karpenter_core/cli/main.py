@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from karpenter_core.cli.controller import controller
 from karpenter_core.cli.crds import crds
 from karpenter_core.cli.providers import providers
 from karpenter_core.cli.simulate import simulate
@@ -15,6 +16,7 @@ def cli() -> None:
     """Karpenter: launch the nodes pending pods need, and keep the cluster cheap."""
 
 
+cli.add_command(controller)
 cli.add_command(crds)
 cli.add_command(providers)
 cli.add_command(simulate)

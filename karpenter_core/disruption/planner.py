@@ -15,6 +15,7 @@ from datetime import datetime
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.duration import parse_nillable_duration
+from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
 from karpenter_core.disruption.budgets import DRIFTED, EMPTY, UNDERUTILIZED, allowed_disruptions
 from karpenter_core.disruption.candidates import Candidate, candidates
 from karpenter_core.scheduling.requirements import Requirements
@@ -117,8 +118,6 @@ def _within_budget(candidates_: Sequence[Candidate], allowed: dict[str, int]) ->
 
 
 def _drift_reason(candidate: Candidate, options: Options) -> str:
-    from karpenter_core.controllers.nodepool import HASH_VERSION, nodepool_hash
-
     node = candidate.node
     manifest = candidate.nodepool.to_manifest()
     annotations = node.annotations

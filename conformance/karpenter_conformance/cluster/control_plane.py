@@ -6,6 +6,7 @@ directory. A pid file there lets another process (``python -m ... down``) stop t
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -20,6 +21,7 @@ import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -268,6 +270,26 @@ class ControlPlane:
         process.start(self._env())
         self._write_pid_file()
         self._wait_ready(process, self._url(self._apiserver_port, "/readyz"))
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision, so that watches from an older
+        resourceVersion answer 410 Gone (as after a long outage); return that revision."""
+        if not self._processes:
+            self._load_pid_file()
+        url = f"http://127.0.0.1:{self._processes['etcd'].ports[0]}/v3/kv"
+
+        def post(path: str, body: dict[str, object]) -> dict[str, Any]:
+            request = urllib.request.Request(
+                f"{url}/{path}", json.dumps(body).encode(), {"Content-Type": "application/json"}
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.loads(response.read())
+
+        revision = int(
+            post("range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"]
+        )
+        post("compaction", {"revision": revision, "physical": True})
+        return revision
 
     # -- state -----------------------------------------------------------------------
 

@@ -1,0 +1,64 @@
+"""``karpenter controller``: run the autoscaler against a cluster."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from karpenter_core.cli.simulate import _provider_options, _settings
+from karpenter_core.cloudprovider.registry import UnknownProviderError, discover
+from karpenter_core.cloudprovider.types import CloudProviderError
+from karpenter_core.operator.settings import Settings, SettingsError
+
+__all__ = ["controller"]
+
+
+def _settings_options(command: click.Command) -> click.Command:
+    """One ``--<setting>`` option per operator setting (its environment variable otherwise)."""
+    for name, env, help_text in reversed(Settings.options()):
+        flag = f"--{name.replace('_', '-')}"
+        help_text = f"{help_text} [env {env}]"
+        if isinstance(getattr(Settings(), name), bool):
+            click.option(flag, name, is_flag=True, default=None, help=help_text)(command)
+        else:
+            click.option(flag, name, default=None, metavar="VALUE", help=help_text)(command)
+    return command
+
+
+@click.command()
+@click.option("--provider", default="kwok", show_default=True, help="Cloud provider to run.")
+@click.option(
+    "--kubeconfig",
+    default=None,
+    envvar="KUBECONFIG",
+    help="kubeconfig file (default: in-cluster configuration, else ~/.kube/config).",
+)
+@_settings_options
+@_provider_options
+@click.pass_context
+def controller(ctx: click.Context, provider: str, kubeconfig: str | None, **_: Any) -> None:
+    """Run the controller: launch nodes for pending pods and manage their lifecycle."""
+    from karpenter_core.operator import logs  # the Kubernetes client loads only here
+    from karpenter_core.operator.kube import KubeClient
+    from karpenter_core.operator.operator import Operator
+
+    names = {name for name, _, _ in Settings.options()}
+    try:
+        settings = Settings.load({k: v for k, v in ctx.params.items() if k in names})
+        record = discover().provider(provider)
+    except (SettingsError, UnknownProviderError) as error:
+        raise click.ClickException(str(error)) from None
+    logs.configure(settings.log_level)
+    kube = KubeClient.from_config(kubeconfig.split(":")[0] if kubeconfig else None, settings)
+    try:
+        operator = Operator(
+            settings, record, kube, provider_settings=_settings(provider, ctx.params)
+        )
+    except CloudProviderError as error:
+        raise click.ClickException(str(error)) from None
+    operator.install_signal_handlers()
+    code = operator.run()
+    kube.close()
+    sys.exit(code)

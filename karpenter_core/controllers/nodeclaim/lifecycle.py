@@ -1,0 +1,310 @@
+"""NodeClaim lifecycle: finalizer, launch, registration, initialization, liveness.
+
+``next_step`` decides (purely) what a NodeClaim needs next; the controller runs that step in a
+keyed worker pool, one step per NodeClaim at a time, and its writes feed the cluster state so the
+next pass moves on. Ready is True once Launched, Registered and Initialized all are.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from karpenter_core.apis import labels as wk
+from karpenter_core.apis.v1.common import CONDITION_READY
+from karpenter_core.apis.v1.nodeclaim import (
+    CONDITION_INITIALIZED,
+    CONDITION_LAUNCHED,
+    CONDITION_REGISTERED,
+    NodeClaim,
+)
+from karpenter_core.controllers.nodeclaim.initialization import initialization_blocker
+from karpenter_core.controllers.nodeclaim.launch import launch_failure, launched
+from karpenter_core.controllers.nodeclaim.liveness import liveness_verdict
+from karpenter_core.controllers.nodeclaim.registration import registered_node
+from karpenter_core.controllers.objects import (
+    node_path,
+    nodeclaim_path,
+    set_condition,
+    status_condition,
+    status_true,
+)
+from karpenter_core.controllers.runtime import KeyedWorkers, LoopController
+from karpenter_core.controllers.writes import patch_status, update_metadata
+from karpenter_core.operator import metrics
+from karpenter_core.operator.kube import Conflict, NotFound
+
+if TYPE_CHECKING:
+    from karpenter_core.controllers.context import Context
+    from karpenter_core.operator.state import ClusterNode
+
+__all__ = ["LifecycleController", "Step", "next_step", "ready_condition"]
+
+log = logging.getLogger("karpenter.nodeclaim.lifecycle")
+
+_ROOT = (CONDITION_LAUNCHED, CONDITION_REGISTERED, CONDITION_INITIALIZED)
+
+
+class Step(Enum):
+    """What a NodeClaim needs next."""
+
+    NONE = "none"
+    FINALIZER = "finalizer"
+    LAUNCH = "launch"
+    REGISTER = "register"
+    INITIALIZE = "initialize"
+
+
+def next_step(nodeclaim: NodeClaim, node: ClusterNode | None) -> Step:
+    """The next lifecycle step for a NodeClaim (not being deleted) and its Node, if any."""
+    if wk.TERMINATION_FINALIZER not in nodeclaim.metadata.finalizers:
+        return Step.FINALIZER
+    if not status_true(nodeclaim, CONDITION_LAUNCHED):
+        return Step.LAUNCH
+    if node is None:
+        return Step.NONE
+    if not status_true(nodeclaim, CONDITION_REGISTERED):
+        return Step.REGISTER
+    if (
+        not status_true(nodeclaim, CONDITION_INITIALIZED)
+        or node.labels.get(wk.NODE_INITIALIZED) != "true"
+    ):
+        return Step.INITIALIZE
+    return Step.NONE
+
+
+def ready_condition(status: dict[str, Any], now: datetime) -> None:
+    """Roll Launched, Registered and Initialized up into Ready (in place, on a status dict)."""
+    conditions = {c.get("type"): c for c in status.get("conditions") or ()}
+    missing = [t for t in _ROOT if (conditions.get(t) or {}).get("status") != "True"]
+    if not missing:
+        set_condition(status, CONDITION_READY, "True", "Ready", "", now)
+        return
+    first = conditions.get(missing[0]) or {}
+    failed = first.get("status") == "False"
+    set_condition(
+        status,
+        CONDITION_READY,
+        "False" if failed else "Unknown",
+        "NotReady" if failed else "AwaitingReconciliation",
+        f"{missing[0]} is not True",
+        now,
+    )
+
+
+def _nodepool(nodeclaim: NodeClaim) -> str:
+    return nodeclaim.metadata.labels.get(wk.NODEPOOL, "")
+
+
+class LifecycleController(LoopController):
+    """Moves every NodeClaim through launch, registration and initialization."""
+
+    name = "nodeclaim.lifecycle"
+
+    def __init__(self, context: Context, period: float = 1.0, workers: int = 32) -> None:
+        super().__init__(context.state)
+        self.context = context
+        self.period = period
+        self.workers = KeyedWorkers("nodeclaim-lifecycle", workers)
+
+    def close(self) -> None:
+        """Stop the workers."""
+        self.workers.shutdown()
+
+    def reconcile(self) -> None:
+        """Start the next step of every NodeClaim that has one; enforce liveness."""
+        context = self.context
+        state = context.state
+        now = context.now()
+        settings = context.settings
+        names: set[Any] = set()
+        for nodeclaim in state.nodeclaims():
+            if nodeclaim.metadata.deletion_timestamp is not None:
+                continue
+            name = nodeclaim.metadata.name or ""
+            names.add(name)
+            node = state.node_for_nodeclaim(nodeclaim)
+            step = next_step(nodeclaim, node)
+            if step in (Step.LAUNCH, Step.NONE) and node is None:
+                reason = liveness_verdict(
+                    nodeclaim, now, settings.launch_timeout, settings.registration_timeout
+                )
+                if reason is not None:
+                    self.workers.submit(name, lambda n=name, r=reason: self._expire(n, r))
+                    continue
+            if step is not Step.NONE:
+                self.workers.submit(name, lambda n=name, s=step: self._step(n, s))
+        self.workers.forget(names)
+
+    def _step(self, name: str, step: Step) -> float | None:
+        state = self.context.state
+        nodeclaim = state.nodeclaim(name)  # the latest we know, not the one the pass saw
+        if nodeclaim is None or nodeclaim.metadata.deletion_timestamp is not None:
+            return None
+        node = state.node_for_nodeclaim(nodeclaim)
+        if next_step(nodeclaim, node) is not step:
+            return None
+        try:
+            if step is Step.FINALIZER:
+                return self._add_finalizer(nodeclaim)
+            if step is Step.LAUNCH:
+                return self._launch(nodeclaim)
+            assert node is not None
+            if step is Step.REGISTER:
+                return self._register(nodeclaim, node)
+            return self._initialize(nodeclaim, node)
+        except NotFound:
+            return None
+        except Conflict:
+            return 0.5
+
+    def _add_finalizer(self, nodeclaim: NodeClaim) -> float | None:
+        def add(meta: dict[str, Any]) -> None:
+            finalizers = list(meta.get("finalizers") or ())
+            if wk.TERMINATION_FINALIZER not in finalizers:
+                meta["finalizers"] = [*finalizers, wk.TERMINATION_FINALIZER]
+
+        path = nodeclaim_path(nodeclaim.metadata.name or "")
+        update_metadata(self.context, path, nodeclaim.to_manifest(), add)
+        return None
+
+    def _launch(self, nodeclaim: NodeClaim) -> float | None:
+        context = self.context
+        name = nodeclaim.metadata.name or ""
+        path = nodeclaim_path(name)
+        manifest = nodeclaim.to_manifest()
+        try:
+            created = context.provider.create(nodeclaim)
+        except Exception as error:  # every provider failure is mapped; none stops the loop
+            failure = launch_failure(error)
+            if failure.delete:
+                log.info(
+                    "launch failed, deleting nodeclaim",
+                    extra={"nodeclaim": name, "reason": failure.reason, "error": failure.message},
+                )
+                context.events.publish(manifest, "Warning", failure.reason, failure.message)
+                metrics.NODECLAIMS_DISRUPTED.labels(
+                    failure.metric_reason, _nodepool(nodeclaim)
+                ).inc()
+                context.client.delete(path)
+                context.trigger_provisioning()
+                return None
+            log.warning(
+                "launch failed, retrying",
+                extra={"nodeclaim": name, "reason": failure.reason, "error": failure.message},
+            )
+
+            def unknown(status: dict[str, Any]) -> None:
+                now = context.now()
+                set_condition(
+                    status, CONDITION_LAUNCHED, "Unknown", failure.reason, failure.message, now
+                )
+                ready_condition(status, now)
+
+            patch_status(context, path, manifest, unknown)
+            return context.settings.nodeclaim_requeue
+        labels, fields = launched(nodeclaim, created)
+        if labels != nodeclaim.metadata.labels:
+            manifest = (
+                update_metadata(
+                    context, path, manifest, lambda meta: meta.__setitem__("labels", labels)
+                )
+                or manifest
+            )
+
+        def mark(status: dict[str, Any]) -> None:
+            now = context.now()
+            status.update(fields)
+            set_condition(status, CONDITION_LAUNCHED, "True", "Launched", "", now)
+            ready_condition(status, now)
+
+        patch_status(context, path, manifest, mark)
+        context.events.publish(
+            manifest, "Normal", "Launched", f"Launched {fields.get('providerID')}"
+        )
+        log.info(
+            "launched nodeclaim",
+            extra={
+                "nodeclaim": name,
+                "nodepool": _nodepool(nodeclaim),
+                "provider_id": fields.get("providerID"),
+                "instance_type": labels.get(wk.INSTANCE_TYPE),
+                "zone": labels.get(wk.TOPOLOGY_ZONE),
+                "capacity_type": labels.get(wk.CAPACITY_TYPE),
+            },
+        )
+        return None
+
+    def _register(self, nodeclaim: NodeClaim, node: ClusterNode) -> float | None:
+        context = self.context
+        raw_node = context.client.get(node_path(node.name))
+        manifest = nodeclaim.to_manifest()
+        updated = context.client.patch(node_path(node.name), registered_node(manifest, raw_node))
+        context.state.update_node(updated)
+
+        def mark(status: dict[str, Any]) -> None:
+            now = context.now()
+            status["nodeName"] = node.name
+            set_condition(status, CONDITION_REGISTERED, "True", "Registered", "", now)
+            ready_condition(status, now)
+
+        patch_status(context, nodeclaim_path(nodeclaim.metadata.name or ""), manifest, mark)
+        metrics.NODES_CREATED.labels(_nodepool(nodeclaim)).inc()
+        context.events.publish(manifest, "Normal", "Registered", f"Registered node {node.name}")
+        log.info("registered node", extra={"nodeclaim": nodeclaim.metadata.name, "node": node.name})
+        return None
+
+    def _initialize(self, nodeclaim: NodeClaim, node: ClusterNode) -> float | None:
+        context = self.context
+        path = nodeclaim_path(nodeclaim.metadata.name or "")
+        blocker = initialization_blocker(nodeclaim, node)
+        if blocker is not None:
+            current = status_condition(nodeclaim, CONDITION_INITIALIZED)
+            if current is None or current.message != blocker:
+
+                def waiting(status: dict[str, Any]) -> None:
+                    now = context.now()
+                    set_condition(
+                        status, CONDITION_INITIALIZED, "Unknown", "NotInitialized", blocker, now
+                    )
+                    ready_condition(status, now)
+
+                patch_status(context, path, nodeclaim.to_manifest(), waiting)
+            return 1.0
+        if node.labels.get(wk.NODE_INITIALIZED) != "true":
+            updated = context.client.patch(
+                node_path(node.name), {"metadata": {"labels": {wk.NODE_INITIALIZED: "true"}}}
+            )
+            context.state.update_node(updated)
+        if not status_true(nodeclaim, CONDITION_INITIALIZED):
+
+            def mark(status: dict[str, Any]) -> None:
+                now = context.now()
+                set_condition(status, CONDITION_INITIALIZED, "True", "Initialized", "", now)
+                ready_condition(status, now)
+
+            patch_status(context, path, nodeclaim.to_manifest(), mark)
+            log.info(
+                "initialized node",
+                extra={"nodeclaim": nodeclaim.metadata.name, "node": node.name},
+            )
+        return None
+
+    def _expire(self, name: str, reason: str) -> float | None:
+        context = self.context
+        nodeclaim = context.state.nodeclaim(name)
+        if nodeclaim is None or nodeclaim.metadata.deletion_timestamp is not None:
+            return None
+        log.info("deleting nodeclaim: %s", reason, extra={"nodeclaim": name})
+        context.events.publish(
+            nodeclaim.to_manifest(), "Warning", "Liveness", f"Deleting NodeClaim: {reason}"
+        )
+        metrics.NODECLAIMS_DISRUPTED.labels("liveness", _nodepool(nodeclaim)).inc()
+        try:
+            context.client.delete(nodeclaim_path(name))
+        except NotFound:
+            return None
+        context.trigger_provisioning()
+        return None

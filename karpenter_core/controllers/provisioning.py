@@ -1,0 +1,425 @@
+"""Provisioning: batch pending pods, run the scheduler, create NodeClaims, nominate pods.
+
+The decisions are pure (``nodeclaim_manifest``, ``limit_check``, ``with_expected_allocatable``);
+``Provisioner.provision`` does the I/O around them: snapshot, create, events, nominations.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from karpenter_core.apis import labels as wk
+from karpenter_core.apis.quantity import format_quantity, to_milli
+from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
+from karpenter_core.controllers.objects import (
+    NODECLAIMS,
+    name_of,
+    quantities,
+    status_true,
+    taint_list,
+)
+from karpenter_core.operator import metrics
+from karpenter_core.scheduling.requirements import Requirement
+from karpenter_core.scheduling.scheduler import NewNodeClaim, Results, schedule
+from karpenter_core.scheduling.templates import NODES
+
+if TYPE_CHECKING:
+    from karpenter_core.apis.v1.nodeclaim import NodeClaim
+    from karpenter_core.apis.v1.nodepool import NodePool
+    from karpenter_core.cloudprovider.types import InstanceType
+    from karpenter_core.controllers.context import Context
+    from karpenter_core.scheduling.snapshot import PodInfo
+
+__all__ = [
+    "Batcher",
+    "LimitCheck",
+    "Provisioner",
+    "limit_check",
+    "nodeclaim_manifest",
+    "with_expected_allocatable",
+]
+
+log = logging.getLogger("karpenter.provisioner")
+
+RESYNC_PERIOD = 5.0
+"""Seconds between checks for pending pods no batch is handling."""
+
+NOMINATION_TTL = 20.0
+"""Seconds a pod stays nominated to its node or NodeClaim (refreshed by every pass)."""
+
+
+class Batcher:
+    """Collects triggers into batches: a batch ends ``idle`` seconds after the last trigger that
+    named something new to the batch, or ``maximum`` seconds after the first, whichever comes
+    first. Repeated triggers for the same key (a pending pod updated again) do not extend it."""
+
+    def __init__(self, idle: float, maximum: float) -> None:
+        self.idle = idle
+        self.maximum = maximum
+        self._cond = threading.Condition()
+        self._first: float | None = None
+        self._last = 0.0
+        self._keys: set[str] = set()
+
+    def trigger(self, key: str = "") -> None:
+        """Something may need capacity (``key``: the pending pod, if any)."""
+        with self._cond:
+            now = time.monotonic()
+            if self._first is None:
+                self._first = now
+                self._last = now
+            elif not key or key not in self._keys:
+                self._last = now
+            if key:
+                self._keys.add(key)
+            self._cond.notify_all()
+
+    def wait(self, stop: threading.Event, poll: float = 0.2, timeout: float | None = None) -> bool:
+        """Block until a batch is complete (True), or ``stop`` is set or ``timeout`` seconds
+        pass without a batch starting (False)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while not stop.is_set():
+                if self._first is None:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return False
+                    self._cond.wait(poll)
+                    continue
+                now = time.monotonic()
+                end = min(self._last + self.idle, self._first + self.maximum)
+                if now >= end:
+                    self._first = None
+                    self._keys.clear()
+                    return True
+                self._cond.wait(min(end - now, poll))
+        return False
+
+
+def nodeclaim_manifest(
+    claim: NewNodeClaim, nodepool: Mapping[str, Any], instance_types: Sequence[InstanceType]
+) -> dict[str, Any]:
+    """The NodeClaim to create for a scheduled claim, shaped as upstream's.
+
+    ``instance_types`` are the options the launch may choose from (cheapest first); they become
+    the ``node.kubernetes.io/instance-type`` In requirement.
+    """
+    meta = nodepool.get("metadata") or {}
+    template = (nodepool.get("spec") or {}).get("template") or {}
+    template_meta = template.get("metadata") or {}
+    template_spec = template.get("spec") or {}
+    requirements = claim.requirements.copy()
+    requirements.add(Requirement(wk.NODEPOOL, False, frozenset({claim.nodepool})))
+    requirements.add(
+        Requirement(wk.INSTANCE_TYPE, False, frozenset(it.name for it in instance_types))
+    )
+    selector = [
+        r for r in requirements.node_selector() if str(r["key"]) not in wk.RESTRICTED_LABELS
+    ]
+    node_labels = {**template_meta.get("labels", {}), **claim.labels, **requirements.labels()}
+    for key in wk.RESTRICTED_LABELS:
+        node_labels.pop(key, None)
+    node_labels[wk.NODEPOOL] = claim.nodepool
+    spec: dict[str, Any] = {
+        "requirements": selector,
+        "resources": {"requests": quantities(claim.requests)},
+        "nodeClassRef": dict(template_spec.get("nodeClassRef") or claim.node_class_ref),
+        "expireAfter": template_spec.get("expireAfter", "720h"),
+    }
+    if template_spec.get("taints"):
+        spec["taints"] = taint_list(template_spec["taints"])
+    if template_spec.get("startupTaints"):
+        spec["startupTaints"] = taint_list(template_spec["startupTaints"])
+    if template_spec.get("terminationGracePeriod"):
+        spec["terminationGracePeriod"] = template_spec["terminationGracePeriod"]
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "generateName": f"{claim.nodepool}-",
+            "labels": node_labels,
+            "annotations": {
+                **template_meta.get("annotations", {}),
+                wk.NODEPOOL_HASH: nodepool_hash(nodepool),
+                wk.NODEPOOL_HASH_VERSION: HASH_VERSION,
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "karpenter.sh/v1",
+                    "kind": "NodePool",
+                    "name": str(meta.get("name")),
+                    "uid": str(meta.get("uid")),
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+    }
+
+
+def _claim_instance_types(nodeclaim: NodeClaim) -> list[str]:
+    for requirement in nodeclaim.spec.requirements:
+        if requirement.key == wk.INSTANCE_TYPE and requirement.operator == "In":
+            return list(requirement.values)
+    return []
+
+
+def with_expected_allocatable(
+    nodeclaims: Iterable[NodeClaim], catalog: Mapping[str, InstanceType]
+) -> list[NodeClaim]:
+    """In-flight NodeClaims with ``status.allocatable`` filled in before launch, so the scheduler
+    counts the pods they were made for instead of launching for them a second time: the
+    per-resource smallest allocatable of its instance-type options (each holds those pods)."""
+    out = []
+    for nodeclaim in nodeclaims:
+        options = [catalog[n] for n in _claim_instance_types(nodeclaim) if n in catalog]
+        if nodeclaim.status.allocatable or not options:
+            out.append(nodeclaim)
+            continue
+        resources = set.intersection(*(set(it.allocatable) for it in options))
+        copy = nodeclaim.model_copy(deep=True)
+        copy.status.allocatable = {
+            r: Fraction(min(it.allocatable[r] for it in options), 1000) for r in resources
+        }
+        out.append(copy)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LimitCheck:
+    """The launch options within a NodePool's limits, or why none is."""
+
+    instance_types: list[InstanceType]
+    blocked: str | None = None
+
+
+def _show(name: str, amount: int) -> str:
+    return format_quantity(Fraction(amount, 1000), binary=name == "memory")
+
+
+def limit_check(
+    nodepool: NodePool,
+    options: Sequence[InstanceType],
+    nodeclaims: Iterable[NodeClaim],
+    catalog: Mapping[str, InstanceType],
+) -> LimitCheck:
+    """Which of ``options`` a new NodeClaim of ``nodepool`` may launch without exceeding its
+    limits, counting the capacity of the NodePool's NodeClaims (as launched, or their largest
+    option before launch)."""
+    limits = {name: to_milli(value) for name, value in nodepool.spec.limits.items()}
+    if not limits:
+        return LimitCheck(list(options))
+    name = nodepool.metadata.name or ""
+    used: dict[str, int] = {}
+    count = 0
+    for nodeclaim in nodeclaims:
+        if nodeclaim.metadata.labels.get(wk.NODEPOOL) != name:
+            continue
+        count += 1
+        capacity = {r: to_milli(q) for r, q in nodeclaim.status.capacity.items()}
+        if not capacity:
+            for option in _claim_instance_types(nodeclaim):
+                instance_type = catalog.get(option)
+                for resource, amount in instance_type.capacity.items() if instance_type else ():
+                    capacity[resource] = max(capacity.get(resource, 0), amount)
+        for resource, amount in capacity.items():
+            used[resource] = used.get(resource, 0) + amount
+    if NODES in limits and (count + 1) * 1000 > limits[NODES]:
+        return LimitCheck(
+            [], f"NodePool {name} limit nodes={_show(NODES, limits[NODES])} reached ({count} nodes)"
+        )
+    kept = []
+    blocking: str | None = None
+    for option in options:
+        over = next(
+            (
+                resource
+                for resource, limit in limits.items()
+                if resource != NODES
+                and used.get(resource, 0) + option.capacity.get(resource, 0) > limit
+            ),
+            None,
+        )
+        if over is None:
+            kept.append(option)
+        elif blocking is None:
+            blocking = over
+    if kept or blocking is None:
+        return LimitCheck(kept)
+    return LimitCheck(
+        [],
+        f"NodePool {name} limit {blocking}={_show(blocking, limits[blocking])} would be exceeded "
+        f"({_show(blocking, used.get(blocking, 0))} in use)",
+    )
+
+
+class Provisioner:
+    """Turns batches of pending pods into NodeClaims."""
+
+    name = "provisioning"
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        settings = context.settings
+        self.batcher = Batcher(settings.batch_idle_duration, settings.batch_max_duration)
+        context.state.on_pending_pod(self._on_pending)
+
+    def _on_pending(self, pod: PodInfo) -> None:
+        """A pending pod starts or extends a batch unless it waits for a node or NodeClaim a
+        previous batch chose for it that is still coming up."""
+        if self._displaced(pod):
+            self.batcher.trigger(pod.key)
+
+    def _displaced(self, pod: PodInfo) -> bool:
+        """Not nominated, or nominated to capacity that is up and still did not take it (the
+        kube-scheduler gave its place to a pod we had not seen yet)."""
+        state = self.context.state
+        target = state.nomination(pod.key)
+        if target is None:
+            return True
+        node = state.node(target)
+        if node is None:
+            claim = state.nodeclaim(target)
+            if claim is None:
+                return True
+            node = state.node_for_nodeclaim(claim)
+            if node is None:
+                return False
+        return node.ready() and node.labels.get(wk.NODE_INITIALIZED) == "true"
+
+    def run(self, stop: threading.Event) -> None:
+        """Provision a batch each time one completes, until ``stop`` is set. Every
+        ``RESYNC_PERIOD`` without a batch, pending pods whose nomination ran out (the node they
+        were meant for filled up with other pods) start one."""
+        self.batcher.trigger()  # pods that were pending before we started
+        while not stop.is_set():
+            if not self.batcher.wait(stop, timeout=RESYNC_PERIOD):
+                for pod in self.context.state.pending_pods():
+                    self._on_pending(pod)
+                continue
+            while not self.context.state.wait_for_sync(0.5):
+                if stop.is_set():
+                    return
+            try:
+                self.provision()
+            except Exception:
+                log.exception("provisioning failed; retrying with the next batch")
+                self.batcher.trigger()
+
+    def provision(self) -> Results | None:
+        """One pass: schedule the pending pods and create the NodeClaims they need."""
+        context = self.context
+        state = context.state
+        nodepools = sorted(
+            (np for np in state.nodepools() if _launchable(np)),
+            key=lambda np: (-(np.spec.weight or 0), np.metadata.name or ""),
+        )
+        instance_types = {
+            np.metadata.name or "": context.provider.get_instance_types(np) for np in nodepools
+        }
+        catalog = {it.name: it for types in instance_types.values() for it in types}
+        started = time.perf_counter()
+        snapshot = state.snapshot(instance_types)  # nodes are taken before the pending pods
+        if not snapshot.pending:
+            return None
+        snapshot.nodeclaims = with_expected_allocatable(snapshot.nodeclaims, catalog)
+        metrics.SCHEDULER_QUEUE_DEPTH.labels(self.name).set(len(snapshot.pending))
+        results = schedule(snapshot)
+        metrics.SCHEDULING_DURATION.labels(self.name).observe(time.perf_counter() - started)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "placements",
+                extra={
+                    "existing": {name: len(pods) for name, pods in results.existing.items()},
+                    "nodes": {
+                        n.name: [n.allocatable.get("cpu"), len(n.pods)]
+                        for n in snapshot.nodes
+                        if n.nodepool
+                    },
+                    "claims": {
+                        c.metadata.name: str(c.status.allocatable.get("cpu"))
+                        for c in snapshot.nodeclaims
+                    },
+                },
+            )
+        for warning in results.warnings:
+            log.info("scheduler: %s", warning)
+        until = time.time() + NOMINATION_TTL
+        for node_name, pods in results.existing.items():
+            for pod in pods:
+                state.nominate(pod.key, node_name, until)
+                context.events.publish(
+                    pod, "Normal", "Nominated", f"Pod should schedule on: node/{node_name}"
+                )
+        pools = {np.metadata.name: np for np in nodepools}
+        for claim in results.new_nodeclaims:
+            self._create(claim, pools[claim.nodepool], catalog, until, results)
+        pending = {pod.key: pod for pod in snapshot.pending}
+        for key, reason in results.unschedulable.items():
+            if key in pending:
+                context.events.publish(
+                    pending[key], "Warning", "FailedScheduling", f"Failed to schedule pod, {reason}"
+                )
+        metrics.UNSCHEDULABLE_PODS.labels(self.name).set(len(results.unschedulable))
+        log.info(
+            "provisioned",
+            extra={
+                "pods": len(snapshot.pending),
+                "nodeclaims": len(results.new_nodeclaims),
+                "on_existing": sum(len(pods) for pods in results.existing.values()),
+                "unschedulable": len(results.unschedulable),
+                "seconds": round(time.perf_counter() - started, 3),
+            },
+        )
+        return results
+
+    def _create(
+        self,
+        claim: NewNodeClaim,
+        nodepool: NodePool,
+        catalog: Mapping[str, InstanceType],
+        until: float,
+        results: Results,
+    ) -> None:
+        context = self.context
+        check = limit_check(nodepool, claim.instance_types, context.state.nodeclaims(), catalog)
+        if check.blocked is not None:
+            context.events.publish(nodepool, "Warning", "NodePoolLimitExceeded", check.blocked)
+            for pod in claim.pods:
+                results.unschedulable[pod.key] = check.blocked
+            log.info("not launching for %d pods: %s", len(claim.pods), check.blocked)
+            return
+        manifest = nodeclaim_manifest(claim, nodepool.to_manifest(), check.instance_types)
+        created = context.client.create(NODECLAIMS, manifest)
+        context.state.update_nodeclaim(created)
+        name = name_of(created)
+        metrics.NODECLAIMS_CREATED.labels("provisioning", claim.nodepool).inc()
+        log.info(
+            "created nodeclaim",
+            extra={
+                "nodeclaim": name,
+                "nodepool": claim.nodepool,
+                "pods": len(claim.pods),
+                "instance_types": len(check.instance_types),
+                "cheapest": claim.instance_type.name,
+            },
+        )
+        for pod in claim.pods:
+            context.state.nominate(pod.key, name, until)
+            context.events.publish(
+                pod, "Normal", "Nominated", f"Pod should schedule on: nodeclaim/{name}"
+            )
+
+
+def _launchable(nodepool: NodePool) -> bool:
+    """Not being deleted, and Ready unless its status was never written (not reconciled yet)."""
+    if nodepool.metadata.deletion_timestamp is not None:
+        return False
+    if not nodepool.status.conditions:
+        return True
+    return status_true(nodepool, "Ready")

@@ -1,0 +1,367 @@
+"""Running the real controller against the local cluster, as its least-privilege identity.
+
+``controller_kubeconfig`` applies the project's RBAC manifests (``karpenter_core.rbac``: the
+ClusterRoles, the Lease Role and the bindings) and writes a kubeconfig holding a token for the
+``karpenter`` ServiceAccount: a permission the manifests lack fails the test that needs it. ``Controller`` runs
+``karpenter controller --provider kwok`` in a subprocess with seconds-scale timers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from karpenter_conformance.identity import service_account_kubeconfig
+from karpenter_conformance.waiting import wait_until
+from karpenter_core import rbac
+from karpenter_core.operator.kube import KubeClient
+
+NAMESPACE = rbac.DEFAULT_NAMESPACE
+KWOK_GROUP, KWOK_VERSION, KWOK_PLURAL = "karpenter.kwok.sh", "v1alpha1", "kwoknodeclasses"
+KARPENTER = ("karpenter.sh", "v1")
+FAST_TIMERS = {
+    "BATCH_IDLE_DURATION": "300ms",
+    "BATCH_MAX_DURATION": "2s",
+    "NODECLAIM_REQUEUE": "1s",
+    "LEADER_ELECTION_LEASE_DURATION": "6s",
+    "LEADER_ELECTION_RENEW_DEADLINE": "4s",
+    "LEADER_ELECTION_RETRY_PERIOD": "1s",
+    "LEADER_ELECTION_NAMESPACE": NAMESPACE,
+    "LOG_LEVEL": "info",
+}
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def controller_kubeconfig(admin_kubeconfig: Path, out: Path) -> Path:
+    """Apply the shipped RBAC (core and kwok rules) and write a kubeconfig authenticating as
+    the controller's ServiceAccount."""
+    path = service_account_kubeconfig(admin_kubeconfig, NAMESPACE, rbac.SERVICE_ACCOUNT, out)
+    kube = KubeClient.from_config(str(admin_kubeconfig))
+    try:
+        rbac.apply(kube, rbac.manifests(NAMESPACE, provider="kwok"))
+    finally:
+        kube.close()
+    return path
+
+
+class Controller:
+    """``karpenter controller`` in a subprocess; logs go to a file next to the kubeconfig."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        log_dir: Path,
+        env: Mapping[str, str] | None = None,
+        name: str = "controller",
+        module_path: str | None = None,
+    ) -> None:
+        self.metrics_port = free_port()
+        self.health_port = free_port()
+        self.log_path = log_dir / f"{name}-{uuid.uuid4().hex[:6]}.log"
+        environment = {
+            **os.environ,
+            **FAST_TIMERS,
+            "METRICS_PORT": str(self.metrics_port),
+            "HEALTH_PROBE_PORT": str(self.health_port),
+            **(env or {}),
+        }
+        environment.pop("KUBECONFIG", None)
+        if module_path:
+            environment["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [module_path, environment.get("PYTHONPATH")])
+            )
+        self._log = self.log_path.open("wb")
+        executable = Path(sys.executable).parent / "karpenter"
+        provider = environment.pop("KARPENTER_TEST_PROVIDER", "kwok")
+        self.process = subprocess.Popen(
+            [
+                str(executable),
+                "controller",
+                "--provider",
+                provider,
+                "--kubeconfig",
+                str(kubeconfig),
+            ],
+            env=environment,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until /readyz answers 200."""
+        wait_until(
+            lambda: self.alive() and _http_ok(f"http://127.0.0.1:{self.health_port}/readyz"),
+            f"controller ready (log {self.log_path})",
+            timeout=timeout,
+        )
+
+    def wait_leading(self, timeout: float = 30.0) -> None:
+        """Until this replica holds the Lease and has started its controllers."""
+        wait_until(
+            lambda: (
+                self.alive()
+                and any(r.get("message") == "controllers started" for r in self.log_lines())
+            ),
+            f"controller leading (log {self.log_path})",
+            timeout=timeout,
+        )
+
+    def alive(self) -> bool:
+        """The process has not exited."""
+        if self.process.poll() is not None:
+            raise AssertionError(
+                f"controller exited with {self.process.returncode}:\n{self.log_tail()}"
+            )
+        return True
+
+    def metrics(self) -> str:
+        """The /metrics text."""
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
+        ) as r:
+            return r.read().decode()
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        """The JSON log records written so far."""
+        out = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the log."""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM, then SIGKILL if it lingers."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+    def kill(self) -> None:
+        """SIGKILL the process group."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def metric_value(text: str, name: str, **labels: str) -> float:
+    """The sum of a metric's samples whose labels include ``labels``."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        if all(f'{k}="{v}"' in head for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+# -- objects ----------------------------------------------------------------------------------
+
+
+def create_nodeclass(api: client.ApiClient, name: str) -> None:
+    """A KWOKNodeClass without registration delay."""
+    client.CustomObjectsApi(api).create_cluster_custom_object(
+        KWOK_GROUP,
+        KWOK_VERSION,
+        KWOK_PLURAL,
+        {
+            "apiVersion": f"{KWOK_GROUP}/{KWOK_VERSION}",
+            "kind": "KWOKNodeClass",
+            "metadata": {"name": name},
+            "spec": {},
+        },
+    )
+
+
+def nodepool(
+    name: str,
+    nodeclass: str,
+    *,
+    requirements: list[dict[str, Any]] | None = None,
+    limits: Mapping[str, str] | None = None,
+    termination_grace_period: str | None = None,
+) -> dict[str, Any]:
+    """A NodePool whose nodes carry the label ``test-pool=<name>`` (pods select it)."""
+    spec: dict[str, Any] = {
+        "requirements": requirements
+        or [
+            {
+                "key": "karpenter.sh/capacity-type",
+                "operator": "In",
+                "values": ["spot", "on-demand"],
+            },
+            {"key": "karpenter.kwok.sh/instance-family", "operator": "In", "values": ["c", "m"]},
+            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+        ],
+        "nodeClassRef": {"group": KWOK_GROUP, "kind": "KWOKNodeClass", "name": nodeclass},
+    }
+    if termination_grace_period:
+        spec["terminationGracePeriod"] = termination_grace_period
+    body: dict[str, Any] = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {"metadata": {"labels": {"test-pool": name}}, "spec": spec},
+            "disruption": {"consolidateAfter": "Never"},
+        },
+    }
+    if limits:
+        body["spec"]["limits"] = dict(limits)
+    return body
+
+
+def create_nodepool(api: client.ApiClient, body: Mapping[str, Any]) -> None:
+    """Create a NodePool."""
+    client.CustomObjectsApi(api).create_cluster_custom_object(*KARPENTER, "nodepools", dict(body))
+
+
+def deployment(
+    name: str,
+    pool: str,
+    replicas: int,
+    cpu: str = "2",
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A Deployment whose pods request ``cpu`` and select the NodePool's nodes."""
+    pod_labels = {"app": name, **(labels or {})}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": pod_labels, "annotations": dict(annotations or {})},
+                "spec": {
+                    "nodeSelector": {"test-pool": pool},
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {"name": "app", "image": "fake", "resources": {"requests": {"cpu": cpu}}}
+                    ],
+                },
+            },
+        },
+    }
+
+
+def nodeclaims(api: client.ApiClient, pool: str) -> list[dict[str, Any]]:
+    """The NodePool's NodeClaims."""
+    result = client.CustomObjectsApi(api).list_cluster_custom_object(
+        *KARPENTER, "nodeclaims", label_selector=f"karpenter.sh/nodepool={pool}"
+    )
+    return list(result["items"])
+
+
+def pods(api: client.ApiClient, namespace: str, selector: str = "") -> list[client.V1Pod]:
+    """The namespace's pods."""
+    return list(client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items)
+
+
+def running_on_pool(
+    api: client.ApiClient, namespace: str, pool: str, selector: str = ""
+) -> list[client.V1Pod]:
+    """Running pods bound to nodes of the NodePool."""
+    core = client.CoreV1Api(api)
+    nodes = {
+        n.metadata.name
+        for n in core.list_node(label_selector=f"karpenter.sh/nodepool={pool}").items
+    }
+    return [
+        p
+        for p in pods(api, namespace, selector)
+        if p.status.phase == "Running"
+        and p.spec.node_name in nodes
+        and not p.metadata.deletion_timestamp
+    ]
+
+
+def cleanup_pool(api: client.ApiClient, pool: str, timeout: float = 60.0) -> None:
+    """Delete the NodePool's NodeClaims and the NodePool, and wait until the Nodes are gone
+    (the controller must still run: it holds the finalizers)."""
+    custom = client.CustomObjectsApi(api)
+    for claim in nodeclaims(api, pool):
+        try:
+            custom.delete_cluster_custom_object(*KARPENTER, "nodeclaims", claim["metadata"]["name"])
+        except client.ApiException as error:
+            if error.status != 404:
+                raise
+    core = client.CoreV1Api(api)
+    wait_until(
+        lambda: (
+            not nodeclaims(api, pool)
+            and not core.list_node(label_selector=f"karpenter.sh/nodepool={pool}").items
+        ),
+        f"NodePool {pool}'s NodeClaims and Nodes gone",
+        timeout=timeout,
+    )
+    try:
+        custom.delete_cluster_custom_object(*KARPENTER, "nodepools", pool)
+    except client.ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def events(api: client.ApiClient, namespace: str, reason: str) -> list[client.CoreV1Event]:
+    """Events with ``reason`` in the namespace."""
+    return [
+        e
+        for e in client.CoreV1Api(api).list_namespaced_event(namespace).items
+        if e.reason == reason
+    ]
+
+
+def apply_deployment(api: client.ApiClient, namespace: str, body: Mapping[str, Any]) -> None:
+    """Create a Deployment."""
+    client.AppsV1Api(api).create_namespaced_deployment(namespace, dict(body))
+
+
+def unique(prefix: str) -> str:
+    """A short unique name."""
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def poll(seconds: float) -> Iterator[None]:
+    """Yield every 0.2 s for ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        yield
+        time.sleep(0.2)

@@ -1,0 +1,194 @@
+"""The controller survives what production throws at it: a crash at the worst moment, a second
+replica, an apiserver restart."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from karpenter_conformance.waiting import wait_until
+from tests.integration import controller_harness as harness
+
+pytestmark = pytest.mark.integration
+
+CRASH_PROVIDER = Path(__file__).resolve().parents[1] / "fixtures" / "providers" / "crashing"
+
+
+@pytest.fixture(scope="session")
+def crash_provider(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``kwok-crash`` provider installed into a directory for PYTHONPATH."""
+    target = tmp_path_factory.mktemp("crash-provider") / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(CRASH_PROVIDER),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return target
+
+
+def _pool_nodes(api: client.ApiClient, pool: str) -> list[client.V1Node]:
+    return list(
+        client.CoreV1Api(api).list_node(label_selector=f"karpenter.sh/nodepool={pool}").items
+    )
+
+
+def test_crash_between_launch_and_status_launches_nothing_twice(
+    kube_client: client.ApiClient,
+    namespace: str,
+    pool: str,
+    start_controller: Callable[..., harness.Controller],
+    crash_provider: Path,
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "crashed"
+    harness.create_nodepool(kube_client, harness.nodepool(pool, pool))
+    crashing = start_controller(
+        env={"KARPENTER_TEST_PROVIDER": "kwok-crash", "KARPENTER_CRASH_MARKER": str(marker)},
+        module_path=str(crash_provider),
+    )
+    crashing.wait_ready()
+    harness.apply_deployment(kube_client, namespace, harness.deployment("crash", pool, 3, cpu="2"))
+    try:
+        wait_until(
+            lambda: crashing.process.poll() is not None,
+            "the provider killed the controller",
+            timeout=30,
+        )
+        assert crashing.process.returncode == -9
+        provider_id = marker.read_text()
+        [claim] = harness.nodeclaims(kube_client, pool)
+        assert not claim.get("status", {}).get("providerID"), (
+            "status was not written before the kill"
+        )
+        [node] = _pool_nodes(kube_client, pool)
+        assert node.spec.provider_id == provider_id, "the instance exists"
+
+        restarted = start_controller()
+        wait_until(
+            lambda: (
+                restarted.alive()
+                and len(harness.running_on_pool(kube_client, namespace, pool)) == 3
+            ),
+            "3 pods Running after the restart",
+            timeout=60,
+        )
+        claims = harness.nodeclaims(kube_client, pool)
+        nodes = _pool_nodes(kube_client, pool)
+        assert [c["metadata"]["name"] for c in claims] == [claim["metadata"]["name"]]
+        assert claims[0]["status"]["providerID"] == provider_id, "the first instance was adopted"
+        assert [n.spec.provider_id for n in nodes] == [provider_id], "nothing launched twice"
+    finally:
+        client.AppsV1Api(kube_client).delete_namespaced_deployment("crash", namespace)
+        harness.cleanup_pool(kube_client, pool)
+    assert not _pool_nodes(kube_client, pool), "nothing leaked"
+
+
+def _lease_holder(api: client.ApiClient) -> str | None:
+    try:
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(
+            "karpenter-leader-election", harness.NAMESPACE
+        )
+    except client.ApiException:
+        return None
+    return lease.spec.holder_identity
+
+
+def _acted(controller: harness.Controller) -> bool:
+    return any(r.get("message") == "created nodeclaim" for r in controller.log_lines())
+
+
+def _leading(controller: harness.Controller) -> bool:
+    return any(r.get("message") == "became leader" for r in controller.log_lines())
+
+
+def test_only_the_leader_acts_and_a_killed_leader_hands_over(
+    kube_client: client.ApiClient,
+    namespace: str,
+    pool: str,
+    start_controller: Callable[..., harness.Controller],
+) -> None:
+    harness.create_nodepool(kube_client, harness.nodepool(pool, pool))
+    first = start_controller(name="replica-a")
+    first.wait_ready()
+    wait_until(lambda: _leading(first), "replica a leads", timeout=30)
+    second = start_controller(name="replica-b")
+    second.wait_ready()
+    harness.apply_deployment(kube_client, namespace, harness.deployment("one", pool, 2, cpu="1"))
+    try:
+        wait_until(
+            lambda: len(harness.running_on_pool(kube_client, namespace, pool, "app=one")) == 2,
+            "2 pods Running",
+            timeout=60,
+        )
+        assert _acted(first) and not _acted(second) and not _leading(second)
+        first.kill()
+        killed_at = time.monotonic()
+        harness.apply_deployment(
+            kube_client, namespace, harness.deployment("two", pool, 2, cpu="8")
+        )
+        wait_until(lambda: second.alive() and _leading(second), "replica b takes over", timeout=30)
+        handover = time.monotonic() - killed_at
+        assert handover <= 15, f"hand-over took {handover:.1f}s"
+        wait_until(
+            lambda: len(harness.running_on_pool(kube_client, namespace, pool, "app=two")) == 2,
+            "the new leader launches for new pods",
+            timeout=60,
+        )
+        assert _acted(second)
+    finally:
+        apps = client.AppsV1Api(kube_client)
+        for name in ("one", "two"):
+            apps.delete_namespaced_deployment(name, namespace)
+        harness.cleanup_pool(kube_client, pool)
+
+
+def test_apiserver_restart_mid_watch_misses_no_pending_pod(
+    kube_cluster: object,
+    kube_client: client.ApiClient,
+    namespace: str,
+    pool: str,
+    start_controller: Callable[..., harness.Controller],
+) -> None:
+    if kube_cluster.plane is None:  # type: ignore[attr-defined]
+        kube_cluster.restart_apiserver()  # skips the test: only the binaries backend restarts
+    harness.create_nodepool(kube_client, harness.nodepool(pool, pool))
+    # A lease that outlives the restart: this test is about the watches, not leadership.
+    lease = {
+        "LEADER_ELECTION_LEASE_DURATION": "60s",
+        "LEADER_ELECTION_RENEW_DEADLINE": "40s",
+        "LEADER_ELECTION_RETRY_PERIOD": "2s",
+    }
+    controller = start_controller(env=lease)
+    controller.wait_ready()
+    wait_until(lambda: _leading(controller), "the controller leads", timeout=30)
+    kube_cluster.restart_apiserver()  # type: ignore[attr-defined]
+    harness.apply_deployment(kube_client, namespace, harness.deployment("after", pool, 4, cpu="2"))
+    try:
+        wait_until(
+            lambda: (
+                controller.alive()
+                and len(harness.running_on_pool(kube_client, namespace, pool)) == 4
+            ),
+            "pods created right after the restart Running",
+            timeout=90,
+        )
+    finally:
+        client.AppsV1Api(kube_client).delete_namespaced_deployment("after", namespace)
+        harness.cleanup_pool(kube_client, pool)

@@ -1,0 +1,484 @@
+"""The controllers' pure decisions: NodeClaim shape, limits, lifecycle steps, drain plans,
+garbage collection and repair, on hand-written objects (no cluster)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from karpenter_core.apis.v1.hashing import nodepool_hash
+from karpenter_core.apis.v1.nodeclaim import NodeClaim
+from karpenter_core.apis.v1.nodepool import NodePool
+from karpenter_core.cloudprovider.types import (
+    CreateError,
+    InstanceType,
+    InsufficientCapacity,
+    NodeClassNotReady,
+    Offering,
+    RepairPolicy,
+)
+from karpenter_core.controllers.garbage_collection import lost_nodeclaims, orphans
+from karpenter_core.controllers.node_repair import repairs
+from karpenter_core.controllers.nodeclaim.initialization import initialization_blocker
+from karpenter_core.controllers.nodeclaim.launch import launch_failure, launched
+from karpenter_core.controllers.nodeclaim.lifecycle import Step, next_step, ready_condition
+from karpenter_core.controllers.nodeclaim.liveness import liveness_verdict
+from karpenter_core.controllers.nodeclaim.registration import registered_node
+from karpenter_core.controllers.nodepool import nodepool_status
+from karpenter_core.controllers.objects import set_condition
+from karpenter_core.controllers.provisioning import (
+    Batcher,
+    limit_check,
+    nodeclaim_manifest,
+    with_expected_allocatable,
+)
+from karpenter_core.controllers.termination import drain_plan, termination_deadline
+from karpenter_core.operator.state import ClusterNode, ClusterPod
+from karpenter_core.scheduling.requirements import Requirements
+from karpenter_core.scheduling.scheduler import schedule
+from karpenter_core.scheduling.snapshot import PodInfo, Snapshot
+from karpenter_core.scheduling.taints import Toleration
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+GI = 2**30 * 1000
+
+
+def _type(name: str, cpu: int, price: float) -> InstanceType:
+    labels = {
+        "node.kubernetes.io/instance-type": name,
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/os": "linux",
+    }
+    offerings = [
+        Offering(
+            Requirements.from_labels(
+                {"topology.kubernetes.io/zone": "zone-a", "karpenter.sh/capacity-type": "spot"}
+            ),
+            price,
+        )
+    ]
+    capacity = {"cpu": cpu * 1000, "memory": 2 * cpu * GI, "pods": 110_000}
+    return InstanceType(name, Requirements.from_labels(labels), offerings, capacity)
+
+
+CATALOG = [_type("c-2", 2, 0.1), _type("c-4", 4, 0.2), _type("c-8", 8, 0.4)]
+
+
+def _nodepool(limits: dict[str, str] | None = None, **template: Any) -> NodePool:
+    return NodePool.from_manifest(
+        {
+            "metadata": {"name": "default", "uid": "uid-np"},
+            "spec": {
+                "template": {
+                    "metadata": {"labels": {"team": "a"}, "annotations": {"note": "x"}},
+                    "spec": {
+                        "requirements": [
+                            {
+                                "key": "karpenter.sh/capacity-type",
+                                "operator": "In",
+                                "values": ["spot"],
+                            }
+                        ],
+                        "nodeClassRef": {"group": "g.sh", "kind": "K", "name": "n"},
+                        **template,
+                    },
+                },
+                "limits": limits or {},
+            },
+        }
+    )
+
+
+def _claim(**status: Any) -> NodeClaim:
+    meta = status.pop("metadata", {})
+    return NodeClaim.from_manifest(
+        {
+            "metadata": {
+                "name": "default-abc",
+                "labels": {"karpenter.sh/nodepool": "default"},
+                "creationTimestamp": "2026-01-01T11:59:00Z",
+                **meta,
+            },
+            "spec": {
+                "requirements": [
+                    {
+                        "key": "node.kubernetes.io/instance-type",
+                        "operator": "In",
+                        "values": ["c-4", "c-8"],
+                    }
+                ],
+                "nodeClassRef": {"group": "g.sh", "kind": "K", "name": "n"},
+                "resources": {"requests": status.pop("requests", {"cpu": "3"})},
+                "startupTaints": status.pop("startup_taints", []),
+            },
+            "status": status,
+        }
+    )
+
+
+def _node(**kwargs: Any) -> ClusterNode:
+    conditions = kwargs.pop("conditions", [{"type": "Ready", "status": "True"}])
+    return ClusterNode.decode(
+        {
+            "metadata": {"name": "node-1", "labels": kwargs.pop("labels", {})},
+            "spec": {"providerID": "p://1", "taints": kwargs.pop("taints", [])},
+            "status": {
+                "allocatable": kwargs.pop("allocatable", {"cpu": "4"}),
+                "conditions": conditions,
+            },
+        }
+    )
+
+
+def _pod(name: str, **kwargs: Any) -> ClusterPod:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns"}
+    spec: dict[str, Any] = {"nodeName": "node-1", "containers": [{"name": "c"}]}
+    if "owner" in kwargs:
+        meta["ownerReferences"] = [{"kind": kwargs.pop("owner"), "name": "o", "controller": True}]
+    if "annotations" in kwargs:
+        meta["annotations"] = kwargs.pop("annotations")
+    if "deleting" in kwargs:
+        meta["deletionTimestamp"] = "2026-01-01T11:59:00Z" if kwargs.pop("deleting") else None
+    for key in ("priorityClassName", "tolerations", "terminationGracePeriodSeconds"):
+        if key in kwargs:
+            spec[key] = kwargs.pop(key)
+    return ClusterPod.decode({"metadata": meta, "spec": spec, "status": {"phase": "Running"}})
+
+
+# -- provisioning -----------------------------------------------------------------------------
+
+
+def test_nodeclaim_manifest_has_upstreams_shape() -> None:
+    nodepool = _nodepool(taints=[{"key": "t", "effect": "NoSchedule"}], terminationGracePeriod="1h")
+    tolerate = [Toleration("t", "Exists")]
+    pods = [
+        PodInfo("ns", f"p{i}", {"cpu": 1500, "pods": 1000}, tolerations=tolerate) for i in range(2)
+    ]
+    snapshot = Snapshot(nodepools=[nodepool], instance_types={"default": CATALOG}, pending=pods)
+    results = schedule(snapshot)
+    [claim] = results.new_nodeclaims
+    manifest = nodeclaim_manifest(claim, nodepool.to_manifest(), claim.instance_types)
+    meta, spec = manifest["metadata"], manifest["spec"]
+    assert meta["generateName"] == "default-"
+    assert meta["labels"]["karpenter.sh/nodepool"] == "default"
+    assert meta["labels"]["team"] == "a"
+    assert meta["labels"]["karpenter.sh/capacity-type"] == "spot"
+    assert meta["annotations"]["note"] == "x"
+    assert meta["annotations"]["karpenter.sh/nodepool-hash"] == nodepool_hash(
+        nodepool.to_manifest()
+    )
+    assert meta["ownerReferences"] == [
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "name": "default",
+            "uid": "uid-np",
+            "blockOwnerDeletion": True,
+        }
+    ]
+    by_key = {r["key"]: r for r in spec["requirements"]}
+    assert by_key["node.kubernetes.io/instance-type"]["values"] == ["c-4", "c-8"]
+    assert by_key["karpenter.sh/nodepool"]["values"] == ["default"]
+    assert spec["resources"]["requests"] == {"cpu": "3", "pods": "2"}
+    assert spec["taints"] == [{"key": "t", "effect": "NoSchedule"}]
+    assert spec["terminationGracePeriod"] == "1h"
+    assert spec["expireAfter"] == "720h"
+    NodeClaim.from_manifest({**manifest, "metadata": {**meta, "name": "x"}})  # the API accepts it
+
+
+def test_nodepool_hash_ignores_requirements_and_order() -> None:
+    base = _nodepool(
+        taints=[{"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoSchedule"}]
+    )
+    reordered = _nodepool(
+        taints=[{"key": "b", "effect": "NoSchedule"}, {"key": "a", "effect": "NoSchedule"}]
+    )
+    other_requirements = base.to_manifest()
+    other_requirements["spec"]["template"]["spec"]["requirements"] = []
+    changed = _nodepool(taints=[{"key": "c", "effect": "NoSchedule"}])
+    assert nodepool_hash(base.to_manifest()) == nodepool_hash(reordered.to_manifest())
+    assert nodepool_hash(base.to_manifest()) == nodepool_hash(other_requirements)
+    assert nodepool_hash(base.to_manifest()) != nodepool_hash(changed.to_manifest())
+
+
+def test_limit_check_counts_in_flight_claims_and_trims_options() -> None:
+    catalog = {it.name: it for it in CATALOG}
+    nodepool = _nodepool(limits={"cpu": "10"})
+    in_flight = _claim()  # not launched: counts its largest option, c-8
+    check = limit_check(nodepool, CATALOG, [in_flight], catalog)
+    assert [it.name for it in check.instance_types] == ["c-2"]
+    launched_claim = _claim(capacity={"cpu": "4"})
+    check = limit_check(nodepool, CATALOG, [launched_claim], catalog)
+    assert [it.name for it in check.instance_types] == ["c-2", "c-4"]
+    full = limit_check(nodepool, CATALOG, [in_flight, in_flight], catalog)
+    assert full.instance_types == []
+    assert full.blocked is not None and "limit cpu=10" in full.blocked
+    nodes = limit_check(_nodepool(limits={"nodes": "1"}), CATALOG, [in_flight], catalog)
+    assert nodes.blocked is not None and "nodes=1" in nodes.blocked
+
+
+def test_in_flight_claims_get_their_smallest_options_allocatable() -> None:
+    [claim] = with_expected_allocatable([_claim()], {it.name: it for it in CATALOG})
+    assert claim.status.allocatable["cpu"] == 4
+
+
+def test_batcher_ends_on_idle_and_on_max() -> None:
+    stop = threading.Event()
+    batcher = Batcher(idle=0.1, maximum=0.3)
+    batcher.trigger()
+    started = time.monotonic()
+    assert batcher.wait(stop, poll=0.01)
+    assert 0.09 <= time.monotonic() - started < 0.25
+    started = time.monotonic()
+
+    def keep_triggering() -> None:
+        while time.monotonic() - started < 0.6:
+            batcher.trigger()
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=keep_triggering)
+    thread.start()
+    time.sleep(0.01)
+    assert batcher.wait(stop, poll=0.01)
+    assert time.monotonic() - started < 0.45  # the maximum cut it short
+    thread.join()
+    stop.set()
+    assert not batcher.wait(stop)
+
+
+# -- lifecycle --------------------------------------------------------------------------------
+
+
+def test_next_step_walks_the_lifecycle() -> None:
+    fin = {"metadata": {"finalizers": ["karpenter.sh/termination"]}}
+    assert next_step(_claim(), None) is Step.FINALIZER
+    assert next_step(_claim(**fin), None) is Step.LAUNCH
+    launched_at = "2026-01-01T11:59:30Z"
+    conds = [{"type": "Launched", "status": "True", "lastTransitionTime": launched_at}]
+    assert next_step(_claim(**fin, conditions=conds), None) is Step.NONE
+    assert next_step(_claim(**fin, conditions=conds), _node()) is Step.REGISTER
+    conds.append({"type": "Registered", "status": "True", "lastTransitionTime": launched_at})
+    assert next_step(_claim(**fin, conditions=conds), _node()) is Step.INITIALIZE
+    conds.append({"type": "Initialized", "status": "True", "lastTransitionTime": launched_at})
+    done = _node(labels={"karpenter.sh/initialized": "true"})
+    assert next_step(_claim(**fin, conditions=conds), done) is Step.NONE
+
+
+def test_ready_rolls_up_and_transition_time_moves_only_on_change() -> None:
+    status: dict[str, Any] = {}
+    set_condition(status, "Launched", "True", "Launched", "", NOW)
+    ready_condition(status, NOW)
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "Unknown" and "Registered" in ready["message"]
+    later = NOW + timedelta(minutes=1)
+    assert not set_condition(status, "Launched", "True", "Launched", "", later)
+    for kind in ("Registered", "Initialized"):
+        set_condition(status, kind, "True", kind, "", later)
+    ready_condition(status, later)
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True" and ready["lastTransitionTime"] == "2026-01-01T12:01:00Z"
+    launched_condition = next(c for c in status["conditions"] if c["type"] == "Launched")
+    assert launched_condition["lastTransitionTime"] == "2026-01-01T12:00:00Z"
+
+
+def test_launch_failures_map_as_upstream() -> None:
+    assert launch_failure(InsufficientCapacity("none")).delete
+    assert launch_failure(InsufficientCapacity("none")).metric_reason == "insufficient_capacity"
+    assert launch_failure(NodeClassNotReady("no")).reason == "NodeClassNotReady"
+    retried = launch_failure(CreateError("QuotaExceeded", "quota"))
+    assert (retried.delete, retried.reason, retried.message) == (False, "QuotaExceeded", "quota")
+    other = launch_failure(RuntimeError("x" * 1000))
+    assert other.reason == "LaunchFailed" and len(other.message) == 300
+
+
+def test_launched_keeps_the_nodeclaims_own_labels() -> None:
+    claim = _claim(metadata={"labels": {"karpenter.sh/nodepool": "default", "team": "mine"}})
+    created = claim.model_copy(deep=True)
+    created.metadata.labels = {
+        "team": "provider",
+        "kubernetes.io/hostname": "h",
+        "topology.kubernetes.io/zone": "zone-a",
+    }
+    created.status.provider_id = "p://1"
+    labels, fields = launched(claim, created)
+    assert labels["team"] == "mine" and labels["topology.kubernetes.io/zone"] == "zone-a"
+    assert "kubernetes.io/hostname" not in labels
+    assert fields == {"providerID": "p://1"}
+
+
+def test_liveness_deadlines() -> None:
+    fresh = _claim()
+    assert liveness_verdict(fresh, NOW, 300, 900) is None
+    assert liveness_verdict(fresh, NOW + timedelta(minutes=5), 300, 900) is not None
+    conds = [{"type": "Launched", "status": "True", "lastTransitionTime": "2026-01-01T11:59:30Z"}]
+    unregistered = _claim(conditions=conds)
+    assert liveness_verdict(unregistered, NOW + timedelta(minutes=10), 300, 900) is None
+    assert "registered" in (
+        liveness_verdict(unregistered, NOW + timedelta(minutes=15), 300, 900) or ""
+    )
+
+
+def test_registration_syncs_labels_taints_and_finalizer() -> None:
+    claim = {
+        "metadata": {"labels": {"team": "a"}, "annotations": {"note": "x"}},
+        "spec": {
+            "taints": [{"key": "t", "effect": "NoSchedule"}],
+            "startupTaints": [{"key": "s", "effect": "NoSchedule"}],
+        },
+    }
+    node = {
+        "metadata": {"resourceVersion": "7", "finalizers": ["other"]},
+        "spec": {
+            "taints": [
+                {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+                {"key": "t", "effect": "NoSchedule"},
+            ]
+        },
+    }
+    patch = registered_node(claim, node)
+    assert patch["metadata"]["resourceVersion"] == "7"
+    assert patch["metadata"]["labels"] == {"team": "a", "karpenter.sh/registered": "true"}
+    assert patch["metadata"]["annotations"] == {"note": "x"}
+    assert patch["metadata"]["finalizers"] == ["other", "karpenter.sh/termination"]
+    assert patch["spec"]["taints"] == [
+        {"key": "t", "effect": "NoSchedule"},
+        {"key": "s", "effect": "NoSchedule"},
+    ]
+
+
+def test_initialization_waits_for_ready_startup_taints_and_extended_resources() -> None:
+    claim = _claim(
+        requests={"cpu": "1", "example.com/gpu": "1"},
+        startup_taints=[{"key": "s", "effect": "NoSchedule"}],
+    )
+    assert initialization_blocker(claim, _node(conditions=[])) == "node is not Ready"
+    tainted = _node(taints=[{"key": "s", "effect": "NoSchedule"}])
+    assert "taint s:NoSchedule" in (initialization_blocker(claim, tainted) or "")
+    assert "example.com/gpu" in (initialization_blocker(claim, _node()) or "")
+    ready = _node(allocatable={"cpu": "4", "example.com/gpu": "1"})
+    assert initialization_blocker(claim, ready) is None
+
+
+# -- termination ------------------------------------------------------------------------------
+
+
+def test_drain_goes_tier_by_tier() -> None:
+    pods = [
+        _pod("app"),
+        _pod("daemon", owner="DaemonSet"),
+        _pod("critical", priorityClassName="system-cluster-critical"),
+        _pod("tolerant", tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists"}]),
+    ]
+    plan = drain_plan(pods, NOW, None)
+    assert [p.name for p in plan.evict] == ["app"]
+    assert plan.waiting == 2  # the daemon and the critical pod wait for their tier
+    plan = drain_plan(pods[1:], NOW, None)
+    assert [p.name for p in plan.evict] == ["daemon"]
+    assert drain_plan(pods[3:], NOW, None).drained
+
+
+def test_do_not_disrupt_waits_for_the_grace_period_then_is_deleted() -> None:
+    pod = _pod(
+        "keep",
+        annotations={"karpenter.sh/do-not-disrupt": "true"},
+        terminationGracePeriodSeconds=30,
+    )
+    deadline = NOW + timedelta(minutes=5)
+    plan = drain_plan([pod], NOW, deadline)
+    assert not plan.evict and not plan.delete and plan.waiting == 1
+    assert drain_plan([pod], NOW, None).waiting == 1
+    plan = drain_plan([pod], deadline - timedelta(seconds=10), deadline)
+    assert [(p.name, grace) for p, grace in plan.delete] == [("keep", 10)]
+
+
+def test_termination_deadline_is_deletion_plus_grace_period() -> None:
+    claim = _claim(metadata={"deletionTimestamp": "2026-01-01T12:00:00Z", "finalizers": ["f"]})
+    assert termination_deadline(claim) is None
+    claim.spec.termination_grace_period = "1m"
+    assert termination_deadline(claim) == NOW + timedelta(minutes=1)
+
+
+# -- garbage collection and repair --------------------------------------------------------
+
+
+def _instance(provider_id: str) -> NodeClaim:
+    claim = _claim()
+    claim.status.provider_id = provider_id
+    return claim
+
+
+def test_orphans_need_the_grace_period() -> None:
+    seen: dict[str, float] = {}
+    instances = [_instance("p://1"), _instance("p://2")]
+    claims = [_instance("p://1")]
+    assert orphans(instances, claims, seen, 100.0, 30.0) == []
+    assert [i.status.provider_id for i in orphans(instances, claims, seen, 131.0, 30.0)] == [
+        "p://2"
+    ]
+    assert orphans(instances, [*claims, _instance("p://2")], seen, 200.0, 30.0) == []
+    assert seen == {}
+
+
+def test_lost_nodeclaims_spare_ready_nodes() -> None:
+    conds = [{"type": "Registered", "status": "True", "lastTransitionTime": "2026-01-01T11:00:00Z"}]
+    lost = _claim(providerID="p://1", conditions=conds)
+    ready = _node()
+    assert lost_nodeclaims([], [lost], {"p://1": ready}) == []
+    assert lost_nodeclaims([], [lost], {}) == [lost]
+    assert lost_nodeclaims([_instance("p://1")], [lost], {}) == []
+
+
+def test_repair_replaces_unhealthy_nodes_unless_too_many() -> None:
+    policy = RepairPolicy("Ready", "False", timedelta(minutes=10))
+    healthy = [_node(labels={"karpenter.sh/nodepool": "a"}) for _ in range(9)]
+    for i, node in enumerate(healthy):
+        node.name = f"ok-{i}"
+    broken = ClusterNode.decode(
+        {
+            "metadata": {"name": "bad", "labels": {"karpenter.sh/nodepool": "a"}},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "lastTransitionTime": "2026-01-01T11:00:00Z",
+                    }
+                ]
+            },
+        }
+    )
+    replace, blocked = repairs([*healthy, broken], [policy], NOW.timestamp())
+    assert [(n.name, c) for n, c in replace] == [("bad", "Ready=False")] and blocked == []
+    assert repairs([*healthy, broken], [policy], (NOW - timedelta(minutes=55)).timestamp())[0] == []
+    replace, blocked = repairs([*healthy[:3], broken], [policy], NOW.timestamp())
+    assert replace == [] and blocked == ["a"]
+
+
+def test_nodepool_status_counts_nodes_and_readiness() -> None:
+    nodepool = _nodepool().to_manifest()
+    status = nodepool_status(nodepool, [_node(allocatable={"cpu": "4"})], (True, ""), NOW)
+    assert status["nodes"] == 1 and status["resources"]["cpu"] == "4"
+    ready = {c["type"]: c["status"] for c in status["conditions"]}
+    assert ready == {"NodeClassReady": "True", "ValidationSucceeded": "True", "Ready": "True"}
+    status = nodepool_status(nodepool, [], (False, "missing"), NOW)
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "False"
+
+
+def test_batcher_is_not_extended_by_the_same_pod_again() -> None:
+    stop = threading.Event()
+    batcher = Batcher(idle=0.2, maximum=5.0)
+    started = time.monotonic()
+
+    def repeat() -> None:
+        while time.monotonic() - started < 1.0:
+            batcher.trigger("ns/same")
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=repeat)
+    thread.start()
+    time.sleep(0.01)
+    assert batcher.wait(stop, poll=0.01)
+    assert time.monotonic() - started < 0.5
+    thread.join()
