@@ -12,6 +12,7 @@ import logging
 import signal
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -23,7 +24,7 @@ from karpenter_core.operator.health import Probes
 from karpenter_core.operator.kube import KubeClient
 from karpenter_core.operator.leader import LeaderElector
 from karpenter_core.operator.settings import Settings
-from karpenter_core.operator.state import ClusterState
+from karpenter_core.operator.state import ClusterPod, ClusterState
 
 __all__ = ["Controller", "Operator"]
 
@@ -127,6 +128,13 @@ class Operator:
             self.settings.metrics_port, self.settings.health_probe_port, self.ready, self.healthy
         ).start()
         metrics.CLUSTER_STATE_SYNCED.set_function(lambda: float(self.state.synced()))
+        self.state.on_pod_running(
+            lambda pod: (
+                metrics.PODS_STARTUP_DURATION.observe(max(time.time() - pod.created, 0.0))
+                if pod.created
+                else None
+            )
+        )
         metrics.CLUSTER_STATE_NODE_COUNT.set_function(lambda: len(self.state.nodes_informer.cache))
         self.state.start()
         log.info(
@@ -198,3 +206,9 @@ class Operator:
             thread.join(CONTROLLER_STOP_TIMEOUT)
             if thread.is_alive():
                 log.warning("controller did not stop in time", extra={"thread": thread.name})
+
+
+def _record_startup(pod: ClusterPod) -> None:
+    """pods_startup_duration_seconds: from the pod's creation until it is seen Running."""
+    if pod.created:
+        metrics.PODS_STARTUP_DURATION.observe(max(time.time() - pod.created, 0.0))

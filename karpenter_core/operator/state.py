@@ -229,6 +229,7 @@ class ClusterState:
         self._changed = threading.Condition(self.lock)
         self._generation = 0
         self._pending_callbacks: list[Callable[[ClusterPod], None]] = []
+        self._running_callbacks: list[Callable[[ClusterPod], None]] = []
         self._pods_by_node: dict[str, set[str]] = {}
         self._node_by_provider_id: dict[str, str] = {}
         self._claim_by_provider_id: dict[str, str] = {}
@@ -330,6 +331,10 @@ class ClusterState:
             start = self._generation if since is None else since
             return self._changed.wait_for(lambda: self._generation != start, timeout)
 
+    def on_pod_running(self, callback: Callable[[ClusterPod], None]) -> None:
+        """Call ``callback`` with each pod seen going from not running to Running."""
+        self._running_callbacks.append(callback)
+
     def on_pending_pod(self, callback: Callable[[ClusterPod], None]) -> None:
         """Call ``callback(pod)`` whenever a pod is added or changed and is pending (the
         provisioner's batcher trigger). It runs on an informer thread: keep it short."""
@@ -355,6 +360,9 @@ class ClusterState:
             self._nominations.pop(key, None)
         elif new.is_pending():
             for callback in self._pending_callbacks:
+                callback(new)
+        elif old is not None and old.phase != "Running" and new.phase == "Running":
+            for callback in self._running_callbacks:
                 callback(new)
 
     def _on_node(

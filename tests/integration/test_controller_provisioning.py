@@ -64,6 +64,17 @@ def test_burst_of_pending_pods_runs_on_launched_nodes(
         assert harness.metric_value(
             text, "karpenter_cloudprovider_duration_seconds_count", method="create"
         ) >= len(claims)
+        # The pods went from Pending to Running while the controller watched them.
+        wait_until(
+            lambda: (
+                harness.metric_value(
+                    controller.metrics(), "karpenter_pods_startup_duration_seconds_count"
+                )
+                >= 50
+            ),
+            "the controller to record 50 pod startups",
+            timeout=30,
+        )
         assert len(harness.events(kube_client, namespace, "Nominated")) >= 50
         launched = [
             e
