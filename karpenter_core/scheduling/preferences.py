@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from karpenter_core.apis import labels as wk
-from karpenter_core.scheduling.requirements import Requirement, Requirements
+from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.snapshot import PodInfo
 from karpenter_core.scheduling.taints import Toleration
 from karpenter_core.scheduling.topology import (
@@ -195,19 +195,11 @@ class PodState:
                 )
         return out
 
-    def max_per_node(self, groups: Sequence[TopologyGroup]) -> int | None:
-        """At most this many pods like this one share a node (hostname constraints on itself)."""
-        limit = None
-        for group in groups:
-            if group.key != wk.HOSTNAME or not group.selects(self.pod):
-                continue
-            if group.kind == ANTI_AFFINITY:
-                limit = 1
-            elif group.kind == SPREAD:
-                limit = group.max_skew if limit is None else min(limit, group.max_skew)
-        return limit
-
-
-def domain_requirement(key: str, domains: Sequence[str]) -> Requirement:
-    """An In requirement on ``key``."""
-    return Requirement(key, False, frozenset(domains))
+    def limited_per_node(self, groups: Sequence[TopologyGroup]) -> bool:
+        """Whether a hostname constraint on itself caps how many pods like this share a node."""
+        return any(
+            group.key == wk.HOSTNAME
+            and group.kind in (ANTI_AFFINITY, SPREAD)
+            and group.selects(self.pod)
+            for group in groups
+        )

@@ -747,7 +747,8 @@ class _Solver:
             if hostnames is not None:
                 hostnames.discard(hostname)
             return f"{prefix}{self._topology_reason}"
-        if self.minimize is Minimize.PRICE and state.max_per_node(groups) is None:
+        # Pods capped per node leave room that other pods fill: such NodeClaims are not sized.
+        if self.minimize is Minimize.PRICE and not state.limited_per_node(groups):
             mask = self._size(template, mask, offerings, pod, signature)
         reserved = template.reserve(mask)
         self.claims.append(_Claim(template, hostname, merged, mask, pod, reserved, relaxed))
