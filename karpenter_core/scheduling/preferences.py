@@ -25,7 +25,7 @@ from karpenter_core.scheduling.topology import (
     TopologyGroup,
 )
 
-__all__ = ["PodState", "affinity_terms", "domain_requirement"]
+__all__ = ["PodState", "affinity_terms"]
 
 _TOLERATE_PREFER_NO_SCHEDULE = Toleration(operator="Exists", effect="PreferNoSchedule")
 
