@@ -30,13 +30,6 @@ class KeyedWorkers:
         self._not_before: dict[Hashable, float] = {}
         self.name = name
 
-    def due(self, key: Hashable) -> bool:
-        """Whether ``key`` is neither running nor waiting for its requeue time."""
-        with self._lock:
-            if key in self._running:
-                return False
-            return self._not_before.get(key, 0.0) <= time.monotonic()
-
     def submit(self, key: Hashable, task: Callable[[], float | None]) -> bool:
         """Run ``task`` for ``key`` unless it is not due; the task returns seconds until it
         should run again (None: whenever the controller next finds work for the key)."""
@@ -85,19 +78,14 @@ class _Changes(Protocol):
 
 class LoopController:
     """A controller that runs ``reconcile`` every ``period`` seconds, or sooner when the cluster
-    state changes (at most every ``min_interval`` seconds) or when woken."""
+    state changes (at most every ``min_interval`` seconds)."""
 
     name = "controller"
     period = 1.0
     min_interval = 0.05
 
     def __init__(self, changes: _Changes | None = None) -> None:
-        self._wake = threading.Event()
         self._changes = changes
-
-    def wake(self) -> None:
-        """Run the next pass now."""
-        self._wake.set()
 
     def reconcile(self) -> None:
         """One pass over the cluster state."""
@@ -107,7 +95,6 @@ class LoopController:
         """Loop until ``stop`` is set; a failed pass is logged and retried on the next one."""
         try:
             while not stop.is_set():
-                self._wake.clear()
                 since = self._changes.generation() if self._changes is not None else 0
                 started = time.monotonic()
                 try:
@@ -121,12 +108,12 @@ class LoopController:
     def _pause(self, stop: threading.Event, started: float, since: int) -> None:
         deadline = started + self.period
         stop.wait(max(0.0, started + self.min_interval - time.monotonic()))
-        while not (stop.is_set() or self._wake.is_set()):
+        while not stop.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
             if self._changes is None:
-                self._wake.wait(min(remaining, 0.2))
+                stop.wait(min(remaining, 0.2))
             elif self._changes.wait_for_change(min(remaining, 0.2), since):
                 return
 

@@ -123,10 +123,6 @@ class EventRecorder:
         self._thread = threading.Thread(target=self._send_loop, name="events", daemon=True)
         self._thread.start()
 
-    def normal(self, obj: Any, reason: str, message: str) -> bool:
-        """Publish a Normal event; False if it was a duplicate or dropped."""
-        return self.publish(obj, NORMAL, reason, message)
-
     def warning(self, obj: Any, reason: str, message: str) -> bool:
         """Publish a Warning event; False if it was a duplicate or dropped."""
         return self.publish(obj, WARNING, reason, message)

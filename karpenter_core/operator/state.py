@@ -311,13 +311,6 @@ class ClusterState:
                 return False
         return True
 
-    def wait_synced(self, stop: threading.Event, poll: float = 0.1) -> bool:
-        """Block until synced (True) or until ``stop`` is set (False)."""
-        while not self.synced():
-            if stop.wait(poll):
-                return False
-        return True
-
     # -- change notification --------------------------------------------------------------
 
     def generation(self) -> int:
@@ -399,10 +392,6 @@ class ClusterState:
     def update_node(self, obj: Mapping[str, Any]) -> ClusterNode | None:
         """Record a Node the apiserver returned from our create or patch."""
         return self.nodes_informer.inject(dict(obj))
-
-    def update_pod(self, obj: Mapping[str, Any]) -> ClusterPod | None:
-        """Record a Pod the apiserver returned from our write."""
-        return self.pods.inject(dict(obj))
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -495,16 +484,6 @@ class ClusterState:
         with self.lock:
             self._marked.update(names)
             self._on_any("MARKED", "", None, None)
-
-    def unmark_for_deletion(self, names: Iterable[str]) -> None:
-        """Undo ``mark_for_deletion`` (a disruption rolled back)."""
-        with self.lock:
-            self._marked.difference_update(names)
-            self._on_any("UNMARKED", "", None, None)
-
-    def marked_for_deletion(self, name: str) -> bool:
-        """Whether a node or NodeClaim is marked for deletion."""
-        return name in self._marked
 
     # -- the scheduler's input --------------------------------------------------------------
 
