@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from karpenter_core.controllers.context import Context
+from karpenter_core.controllers.disruption import DisruptionController
 from karpenter_core.controllers.garbage_collection import GarbageCollector
 from karpenter_core.controllers.node_repair import NodeRepair
 from karpenter_core.controllers.nodeclaim.lifecycle import LifecycleController
@@ -36,6 +37,7 @@ def build_controllers(operator: Operator) -> list[Controller]:
         NodePoolController(context),
         TerminationController(context),
         GarbageCollector(context),
+        DisruptionController(context),
     ]
     if operator.settings.feature("NodeRepair"):
         controllers.append(NodeRepair(context))

@@ -9,7 +9,7 @@ ignores budgets. Every decision is a simulation with the provisioning scheduler 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -22,7 +22,7 @@ from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results, schedule
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 
-__all__ = ["Command", "Options", "Plan", "plan"]
+__all__ = ["Command", "Options", "Plan", "next_command", "plan"]
 
 MAX_MULTI_NODE = 100
 """Candidates multi-node consolidation considers at most (upstream's cap)."""
@@ -85,8 +85,9 @@ def _consolidatable(candidate: Candidate, now: datetime) -> bool:
     after = parse_nillable_duration(disruption.consolidate_after)
     if after is None:
         return False
-    created = candidate.node.created
-    return not created or now.timestamp() - created >= after.total_seconds()
+    # consolidateAfter counts from the last pod event on the node, else from its creation.
+    since = max(candidate.node.created, candidate.node.last_pod_event)
+    return not since or now.timestamp() - since >= after.total_seconds()
 
 
 def _budget(snapshot: Snapshot, reason: str, now: datetime) -> dict[str, int]:
@@ -204,10 +205,15 @@ def _consolidate(
 
 
 def _next_command(
-    snapshot: Snapshot, now: datetime, options: Options, blocked: dict[str, str]
+    snapshot: Snapshot,
+    now: datetime,
+    options: Options,
+    blocked: dict[str, str],
+    exclude: Collection[str] = (),
 ) -> Command | None:
     found, why = candidates(snapshot, now)
     blocked.update(why)
+    found = [c for c in found if c.name not in exclude]
     consolidatable = [c for c in found if _consolidatable(c, now)]
 
     empty = [c for c in consolidatable if not c.pods]
@@ -250,10 +256,12 @@ def _next_command(
     return None
 
 
-def _expired(snapshot: Snapshot, now: datetime) -> list[Command]:
+def _expired(snapshot: Snapshot, now: datetime, exclude: Collection[str] = ()) -> list[Command]:
     found, _ = candidates(snapshot, now, include_blocked=True)
     commands = []
     for candidate in found:
+        if candidate.name in exclude:
+            continue
         expire = parse_nillable_duration(candidate.nodepool.spec.template.spec.expire_after)
         if expire is None or not candidate.node.created:
             continue
@@ -299,6 +307,24 @@ def _apply(snapshot: Snapshot, command: Command, now: datetime) -> Snapshot:
             )
         )
     return replace(snapshot, nodes=nodes)
+
+
+def next_command(
+    snapshot: Snapshot,
+    now: datetime,
+    options: Options | None = None,
+    blocked: dict[str, str] | None = None,
+    exclude: Collection[str] = (),
+) -> Command | None:
+    """The one command the controller should carry out now: an expired node first (forceful,
+    outside the budgets), else the first command of emptiness, drift, multi-node and
+    single-node consolidation. Nodes named in ``exclude`` (nominated, already being disrupted)
+    are never candidates; ``blocked`` collects why other nodes were left alone."""
+    options = options or Options()
+    expired = _expired(snapshot, now, exclude)
+    if expired:
+        return expired[0]
+    return _next_command(snapshot, now, options, {} if blocked is None else blocked, exclude)
 
 
 def plan(

@@ -235,6 +235,9 @@ class ClusterState:
         self._claim_by_provider_id: dict[str, str] = {}
         self._nominations: dict[str, tuple[str, float]] = {}
         self._marked: set[str] = set()
+        self._last_pod_event: dict[str, float] = {}
+        """Node name -> when a pod was last bound to or removed from it (NodeClaim status
+        lastPodEventTime); consolidateAfter counts from it."""
 
         def informer(path: str, decode: Callable[[dict[str, Any]], Any], **kw: Any) -> Informer:
             return Informer(client, path, decode, watch_timeout=watch_timeout, lock=self.lock, **kw)
@@ -341,12 +344,15 @@ class ClusterState:
 
     def _on_pod(self, kind: str, key: str, old: ClusterPod | None, new: ClusterPod | None) -> None:
         if old is not None and old.node_name and (new is None or new.node_name != old.node_name):
+            self._last_pod_event[old.node_name] = self.clock()
             keys = self._pods_by_node.get(old.node_name)
             if keys is not None:
                 keys.discard(key)
                 if not keys:
                     del self._pods_by_node[old.node_name]
         if new is not None and new.node_name:
+            if old is None or old.node_name != new.node_name:
+                self._last_pod_event[new.node_name] = self.clock()
             self._pods_by_node.setdefault(new.node_name, set()).add(key)
             self._nominations.pop(key, None)
         if new is None:
@@ -485,6 +491,12 @@ class ClusterState:
             self._marked.update(names)
             self._on_any("MARKED", "", None, None)
 
+    def unmark_for_deletion(self, names: Iterable[str]) -> None:
+        """Undo ``mark_for_deletion`` (a disruption rolled back)."""
+        with self.lock:
+            self._marked.difference_update(names)
+            self._on_any("UNMARKED", "", None, None)
+
     # -- the scheduler's input --------------------------------------------------------------
 
     def snapshot(
@@ -502,6 +514,7 @@ class ClusterState:
             for node in self.nodes_informer.cache.values():
                 view = copy.copy(node)
                 view.pods = self.pods_on(node.name)
+                view.last_pod_event = self._last_pod_event.get(node.name, 0.0)
                 claim = self._claim_of(node)
                 view.deleting = (
                     node.deleting

@@ -293,6 +293,7 @@ class NodeInfo:
         "deleting",
         "initialized",
         "labels",
+        "last_pod_event",
         "name",
         "nodepool",
         "pods",
@@ -328,6 +329,8 @@ class NodeInfo:
         self.deleting = deleting
         self.annotations = dict(annotations or {})
         self.created = created
+        self.last_pod_event = 0.0
+        """When a pod was last bound to or removed from the node (0: unknown)."""
         self._label_requirements: Requirements | None = None
         self._cached_usage: (
             tuple[list[PodInfo], int, dict[str, int], frozenset[tuple[str, int, str]]] | None

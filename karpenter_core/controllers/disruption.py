@@ -1,0 +1,371 @@
+"""Disruption: carry out, one at a time, the command the pure planner decides on.
+
+Every ``DISRUPTION_POLL_PERIOD`` the controller snapshots the cluster state as provisioning does
+(Ready NodePools only, instance types from the provider), asks
+``karpenter_core.disruption.planner.next_command`` for one command (nodes nominated for pending
+pods, or already being disrupted, are left out) and orchestrates it:
+
+1. consolidation (empty, underutilized) waits ``DISRUPTION_VALIDATION_DELAY`` and is computed
+   again; it goes ahead only if the same nodes come out (drift and expiration go at once);
+2. the candidate Nodes are tainted ``karpenter.sh/disrupted:NoSchedule`` and marked for deletion
+   in the cluster state;
+3. replacement NodeClaims are created exactly as provisioning creates them
+   (``nodeclaim_manifest``), and waited for until Initialized, at most
+   ``replacement_timeout`` (on timeout: untaint, unmark, delete the replacements);
+4. the candidate NodeClaims are deleted; termination drains them.
+
+Events (DisruptionLaunching, DisruptionWaitingReadiness, DisruptionTerminating,
+DisruptionBlocked, Unconsolidatable) and metrics
+(``karpenter_voluntary_disruption_*``) use upstream's names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from karpenter_core.apis import labels as wk
+from karpenter_core.controllers.objects import (
+    NODECLAIMS,
+    name_of,
+    node_path,
+    nodeclaim_path,
+    status_true,
+)
+from karpenter_core.controllers.provisioning import nodeclaim_manifest, with_expected_allocatable
+from karpenter_core.controllers.runtime import LoopController
+from karpenter_core.disruption.candidates import candidates
+from karpenter_core.disruption.planner import Command, Options, next_command
+from karpenter_core.operator import metrics
+from karpenter_core.operator.events import Reason
+from karpenter_core.operator.kube import NotFound, retry_on_conflict
+
+if TYPE_CHECKING:
+    from karpenter_core.apis.v1.nodepool import NodePool
+    from karpenter_core.controllers.context import Context
+    from karpenter_core.disruption.candidates import Candidate
+    from karpenter_core.scheduling.snapshot import Snapshot
+
+__all__ = ["DisruptionController", "consolidation_type", "replacement_timeout"]
+
+log = logging.getLogger("karpenter.disruption")
+
+UNCONSOLIDATABLE = "no cheaper placement for its pods"
+"""The planner's reason for a candidate consolidation could not move (an Unconsolidatable event)."""
+MIN_REPLACEMENT_TIMEOUT = 600.0
+MAX_REPLACEMENT_TIMEOUT = 3600.0
+PER_COMMAND_TIMEOUT = 0.08
+WAIT_POLL = 0.2
+
+
+def replacement_timeout(
+    commands: int,
+    minimum: float = MIN_REPLACEMENT_TIMEOUT,
+    maximum: float = MAX_REPLACEMENT_TIMEOUT,
+) -> float:
+    """Seconds to wait for replacements to initialize: 80 ms per command in flight, clamped to
+    [10 minutes, 1 hour]."""
+    return min(max(PER_COMMAND_TIMEOUT * commands, minimum), maximum)
+
+
+def consolidation_type(command: Command) -> str:
+    """The ``consolidation_type`` metric label: empty, single or multi ("" for drift and
+    expiration)."""
+    if command.reason == "empty":
+        return "empty"
+    if command.reason == "underutilized":
+        return "multi" if len(command.candidates) > 1 else "single"
+    return ""
+
+
+def _decision(command: Command) -> str:
+    return "replace" if command.replacements else "delete"
+
+
+def _names(command: Command) -> list[str]:
+    return sorted(c.name for c in command.candidates)
+
+
+def _ready(nodepool: NodePool) -> bool:
+    return nodepool.metadata.deletion_timestamp is None and status_true(nodepool, "Ready")
+
+
+class DisruptionController(LoopController):
+    """Finds and carries out one disruption command per pass."""
+
+    name = "disruption"
+
+    def __init__(self, context: Context, timeout: float | None = None) -> None:
+        super().__init__(None)
+        self.context = context
+        self.period = context.settings.disruption_poll_period
+        self.timeout = timeout
+        self._stop = threading.Event()
+
+    def run(self, stop: threading.Event) -> None:
+        """Loop until ``stop`` is set (waits inside a pass end early too)."""
+        self._stop = stop
+        super().run(stop)
+
+    # -- deciding ---------------------------------------------------------------------------
+
+    def _snapshot(self) -> tuple[Snapshot, dict[str, NodePool]]:
+        context = self.context
+        nodepools = sorted(
+            (np for np in context.state.nodepools() if _ready(np)),
+            key=lambda np: (-(np.spec.weight or 0), np.metadata.name or ""),
+        )
+        instance_types = {
+            np.metadata.name or "": context.provider.get_instance_types(np) for np in nodepools
+        }
+        catalog = {it.name: it for types in instance_types.values() for it in types}
+        snapshot = context.state.snapshot(instance_types)
+        snapshot.nodeclaims = with_expected_allocatable(snapshot.nodeclaims, catalog)
+        return snapshot, {np.metadata.name or "": np for np in nodepools}
+
+    def _excluded(self, snapshot: Snapshot) -> set[str]:
+        """Nodes a pending pod is nominated to (by node or NodeClaim name)."""
+        state = self.context.state
+        out = set()
+        for node in snapshot.nodes:
+            claim = state.nodeclaim_for_node(node) if node.provider_id else None
+            if state.nominated(node.name) or (
+                claim is not None and state.nominated(claim.metadata.name or "")
+            ):
+                out.add(node.name)
+        return out
+
+    def _options(self) -> Options:
+        provider = self.context.provider
+        state = self.context.state
+
+        def drifted(candidate: Candidate) -> str:
+            claim = state.nodeclaim_for_node(candidate.node) if candidate.node.provider_id else None
+            if claim is None:
+                return ""
+            try:
+                return provider.is_drifted(claim) or ""
+            except Exception:
+                log.exception("is_drifted failed", extra={"nodeclaim": claim.metadata.name})
+                return ""
+
+        return Options(
+            spot_to_spot=self.context.settings.feature("SpotToSpotConsolidation"),
+            drifted=drifted,
+        )
+
+    def _decide(self) -> tuple[Command | None, Snapshot, dict[str, NodePool], dict[str, str]]:
+        snapshot, nodepools = self._snapshot()
+        now = self.context.now()
+        excluded = self._excluded(snapshot)
+        blocked: dict[str, str] = {}
+        started = time.perf_counter()
+        command = next_command(snapshot, now, self._options(), blocked, excluded)
+        metrics.DISRUPTION_EVALUATION_DURATION.labels(
+            command.reason if command else "none", consolidation_type(command) if command else ""
+        ).observe(time.perf_counter() - started)
+        for name in excluded:
+            blocked.setdefault(name, "a pending pod is nominated to it")
+        self._eligible(snapshot, now, excluded)
+        return command, snapshot, nodepools, blocked
+
+    def _eligible(self, snapshot: Snapshot, now: Any, excluded: set[str]) -> None:
+        found, _ = candidates(snapshot, now)
+        found = [c for c in found if c.name not in excluded]
+        metrics.DISRUPTION_ELIGIBLE_NODES.labels("empty").set(sum(1 for c in found if not c.pods))
+        metrics.DISRUPTION_ELIGIBLE_NODES.labels("underutilized").set(
+            sum(
+                1
+                for c in found
+                if c.pods
+                and c.nodepool.spec.disruption.consolidation_policy == "WhenEmptyOrUnderutilized"
+            )
+        )
+
+    def _publish_blocked(self, snapshot: Snapshot, blocked: dict[str, str]) -> None:
+        nodes = {n.name: n for n in snapshot.nodes}
+        events = self.context.events
+        for name, why in blocked.items():
+            node = nodes.get(name)
+            if node is None:
+                continue
+            if why == UNCONSOLIDATABLE:
+                events.publish(
+                    node,
+                    "Normal",
+                    Reason.UNCONSOLIDATABLE,
+                    f"Can't replace with a cheaper node: {why}",
+                )
+            else:
+                events.publish(
+                    node, "Normal", Reason.DISRUPTION_BLOCKED, f"Cannot disrupt Node: {why}"
+                )
+
+    def reconcile(self) -> None:
+        """One pass: decide, validate, orchestrate."""
+        if not self.context.state.wait_for_sync(0.5):
+            return
+        command, snapshot, nodepools, blocked = self._decide()
+        self._publish_blocked(snapshot, blocked)
+        if command is None:
+            return
+        if command.reason in ("empty", "underutilized"):
+            if self._stop.wait(self.context.settings.disruption_validation_delay):
+                return
+            again, _, nodepools, _ = self._decide()
+            if again is None or again.reason != command.reason or _names(again) != _names(command):
+                log.info(
+                    "disruption command no longer valid",
+                    extra={"reason": command.reason, "nodes": _names(command)},
+                )
+                return
+            command = again
+        self.execute(command, nodepools)
+
+    # -- orchestrating ----------------------------------------------------------------------
+
+    def execute(self, command: Command, nodepools: dict[str, NodePool]) -> bool:
+        """Taint, mark, launch replacements, wait for them, delete the candidates. False if
+        the command was rolled back."""
+        context = self.context
+        state = context.state
+        nodes = [c.node for c in command.candidates]
+        claims = {
+            c.name: claim
+            for c in command.candidates
+            if c.node.provider_id and (claim := state.nodeclaim_for_node(c.node)) is not None
+        }
+        claim_names = [claim.metadata.name or "" for claim in claims.values()]
+        log.info(
+            "disrupting",
+            extra={
+                "reason": command.reason,
+                "decision": _decision(command),
+                "nodes": _names(command),
+                "nodeclaims": claim_names,
+                "replacements": len(command.replacements),
+                "savings_per_hour": round(command.savings_per_hour, 4),
+            },
+        )
+        for node in nodes:
+            self._set_taint(node.name, present=True)
+        state.mark_for_deletion([*(n.name for n in nodes), *claim_names])
+        created: list[str] = []
+        try:
+            for replacement in command.replacements:
+                nodepool = nodepools.get(replacement.nodepool) or state.nodepool(
+                    replacement.nodepool
+                )
+                if nodepool is None:
+                    raise RuntimeError(f"NodePool {replacement.nodepool} is gone")
+                manifest = nodeclaim_manifest(
+                    replacement, nodepool.to_manifest(), replacement.instance_types
+                )
+                obj = context.client.create(NODECLAIMS, manifest)
+                state.update_nodeclaim(obj)
+                created.append(name_of(obj))
+                metrics.NODECLAIMS_CREATED.labels("disruption", replacement.nodepool).inc()
+        except Exception:
+            log.exception("launching replacements failed; rolling back")
+            self._rollback(command, claim_names, created)
+            return False
+        if created:
+            for node in nodes:
+                context.events.publish(
+                    node,
+                    "Normal",
+                    Reason.DISRUPTION_LAUNCHING,
+                    f"Launching NodeClaim: {', '.join(created)} ({command.reason})",
+                )
+            if not self._wait_initialized(command, created):
+                self._rollback(command, claim_names, created)
+                return False
+        for candidate in command.candidates:
+            claim = claims.get(candidate.name)
+            path = (
+                nodeclaim_path(claim.metadata.name or "")
+                if claim is not None
+                else node_path(candidate.name)
+            )
+            context.events.publish(
+                candidate.node,
+                "Normal",
+                Reason.DISRUPTION_TERMINATING,
+                f"Disrupting Node: {command.reason.capitalize()}",
+            )
+            with contextlib.suppress(NotFound):
+                context.client.delete(path)
+            metrics.NODECLAIMS_DISRUPTED.labels(
+                command.reason, candidate.nodepool.metadata.name or ""
+            ).inc()
+        metrics.DISRUPTION_DECISIONS.labels(
+            _decision(command), command.reason, consolidation_type(command)
+        ).inc()
+        return True
+
+    def _wait_initialized(self, command: Command, created: Sequence[str]) -> bool:
+        state = self.context.state
+        timeout = self.timeout if self.timeout is not None else replacement_timeout(1)
+        deadline = time.monotonic() + timeout
+        announced = False
+        while time.monotonic() < deadline:
+            claims = [state.nodeclaim(name) for name in created]
+            if any(c is None or c.metadata.deletion_timestamp is not None for c in claims):
+                log.info("a replacement went away; rolling back", extra={"nodeclaims": created})
+                return False
+            if all(c is not None and status_true(c, "Initialized") for c in claims):
+                return True
+            if not announced:
+                for candidate in command.candidates:
+                    self.context.events.publish(
+                        candidate.node,
+                        "Normal",
+                        Reason.DISRUPTION_WAITING_READINESS,
+                        f"Waiting on readiness to continue disruption: {', '.join(created)}",
+                    )
+                announced = True
+            if self._stop.wait(WAIT_POLL):
+                return False
+        log.info(
+            "replacements not initialized in time; rolling back",
+            extra={"nodeclaims": list(created), "seconds": timeout},
+        )
+        return False
+
+    def _rollback(
+        self, command: Command, claim_names: Iterable[str], created: Iterable[str]
+    ) -> None:
+        context = self.context
+        for name in created:
+            with contextlib.suppress(NotFound):
+                context.client.delete(nodeclaim_path(name))
+        for candidate in command.candidates:
+            self._set_taint(candidate.name, present=False)
+        context.state.unmark_for_deletion([*(c.name for c in command.candidates), *claim_names])
+
+    def _set_taint(self, name: str, present: bool) -> None:
+        """Add or remove the karpenter.sh/disrupted:NoSchedule taint, conditionally."""
+        context = self.context
+
+        def attempt() -> None:
+            raw = context.client.get(node_path(name))
+            taints = list((raw.get("spec") or {}).get("taints") or ())
+            has = any(t.get("key") == wk.DISRUPTED_TAINT_KEY for t in taints)
+            if has == present:
+                return
+            if present:
+                taints.append({"key": wk.DISRUPTED_TAINT_KEY, "effect": wk.DISRUPTED_TAINT_EFFECT})
+            else:
+                taints = [t for t in taints if t.get("key") != wk.DISRUPTED_TAINT_KEY]
+            body = {
+                "metadata": {"resourceVersion": raw["metadata"]["resourceVersion"]},
+                "spec": {"taints": taints},
+            }
+            context.state.update_node(context.client.patch(node_path(name), body))
+
+        with contextlib.suppress(NotFound):
+            retry_on_conflict(attempt)
