@@ -179,6 +179,24 @@ def _http_ok(url: str) -> bool:
         return False
 
 
+def wait_running(
+    controller: Controller,
+    api: client.ApiClient,
+    namespace: str,
+    pool: str,
+    count: int,
+    description: str,
+    timeout: float = 60,
+) -> None:
+    """Wait until ``count`` pods of ``namespace`` run on the NodePool's nodes (and the controller
+    is still alive)."""
+    wait_until(
+        lambda: controller.alive() and len(running_on_pool(api, namespace, pool)) == count,
+        description,
+        timeout=timeout,
+    )
+
+
 def metric_value(text: str, name: str, **labels: str) -> float:
     """The sum of a metric's samples whose labels include ``labels``."""
     total = 0.0

@@ -102,13 +102,8 @@ def test_scale_down_consolidates_to_fewer_nodes_within_the_pdb(
 
     watch = _Watch(pdb_holds)
     try:
-        wait_until(
-            lambda: (
-                controller.alive()
-                and len(harness.running_on_pool(kube_client, namespace, pool)) == 50
-            ),
-            "50 pods Running",
-            timeout=60,
+        harness.wait_running(
+            controller, kube_client, namespace, pool, 50, "50 pods Running", timeout=60
         )
         wait_until(lambda: _settled(kube_client, pool), "no disruption in flight", timeout=30)
         before = len(_pool_nodes(kube_client, pool))
@@ -189,13 +184,8 @@ def test_template_change_replaces_drifted_nodes_one_by_one(
 
     watch = _Watch(one_at_a_time)
     try:
-        wait_until(
-            lambda: (
-                controller.alive()
-                and len(harness.running_on_pool(kube_client, namespace, pool)) == 3
-            ),
-            "3 pods Running on 3 nodes",
-            timeout=60,
+        harness.wait_running(
+            controller, kube_client, namespace, pool, 3, "3 pods Running on 3 nodes", timeout=60
         )
         old = {n.metadata.name for n in _pool_nodes(kube_client, pool)}
         assert len(old) == 3

@@ -25,11 +25,12 @@ def test_burst_of_pending_pods_runs_on_launched_nodes(
     controller.wait_ready()
     harness.apply_deployment(kube_client, namespace, harness.deployment("burst", pool, 50, cpu="2"))
     try:
-        wait_until(
-            lambda: (
-                controller.alive()
-                and len(harness.running_on_pool(kube_client, namespace, pool)) == 50
-            ),
+        harness.wait_running(
+            controller,
+            kube_client,
+            namespace,
+            pool,
+            50,
             "50 pods Running on the NodePool's nodes",
             timeout=60,
         )

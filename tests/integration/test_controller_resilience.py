@@ -181,11 +181,12 @@ def test_apiserver_restart_mid_watch_misses_no_pending_pod(
     kube_cluster.restart_apiserver()  # type: ignore[attr-defined]
     harness.apply_deployment(kube_client, namespace, harness.deployment("after", pool, 4, cpu="2"))
     try:
-        wait_until(
-            lambda: (
-                controller.alive()
-                and len(harness.running_on_pool(kube_client, namespace, pool)) == 4
-            ),
+        harness.wait_running(
+            controller,
+            kube_client,
+            namespace,
+            pool,
+            4,
             "pods created right after the restart Running",
             timeout=90,
         )

@@ -46,13 +46,8 @@ def test_drain_respects_pdbs_and_do_not_disrupt_until_the_grace_period(
         ),
     )
     try:
-        wait_until(
-            lambda: (
-                controller.alive()
-                and len(harness.running_on_pool(kube_client, namespace, pool)) == 5
-            ),
-            "5 pods Running",
-            timeout=60,
+        harness.wait_running(
+            controller, kube_client, namespace, pool, 5, "5 pods Running", timeout=60
         )
         [keep] = harness.pods(kube_client, namespace, "app=keep")
         node_name = keep.spec.node_name
@@ -104,9 +99,16 @@ def test_drain_respects_pdbs_and_do_not_disrupt_until_the_grace_period(
         wait_until(node_gone, "the drained node removed", timeout=GRACE + 30)
         removed_at = time.time()
         assert removed_at - deleted_at >= GRACE - 2, "the do-not-disrupt pod held the node"
-        assert not any(
-            c["metadata"]["name"] == claim["metadata"]["name"]
-            for c in harness.nodeclaims(kube_client, pool)
+        # The Node's finalizer comes off first, then the NodeClaim's.
+        wait_until(
+            lambda: (
+                not any(
+                    c["metadata"]["name"] == claim["metadata"]["name"]
+                    for c in harness.nodeclaims(kube_client, pool)
+                )
+            ),
+            "the NodeClaim removed after its Node",
+            timeout=15,
         )
         wait_until(
             lambda: len(harness.running_on_pool(kube_client, namespace, pool)) == 5,
