@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PROVIDERS := $(wildcard providers/*/pyproject.toml)
 
-.PHONY: setup simulate test lint unit integration cluster-build
+.PHONY: setup simulate test lint unit integration cluster-build chart
 
 $(BIN)/karpenter: pyproject.toml $(PROVIDERS) conformance/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,3 +32,8 @@ integration: cluster-build
 	$(BIN)/pytest -m integration
 
 test: lint unit integration
+
+# The Helm chart carries copies of the CRDs and RBAC manifests (a unit test checks they match).
+chart:
+	cp karpenter_core/crds/*.yaml providers/aws/karpenter_aws/crds/*.yaml charts/karpenter/crds/
+	cp karpenter_core/rbac/clusterrole.yaml karpenter_core/rbac/role.yaml karpenter_core/rbac/bindings.yaml karpenter_core/rbac/providers/aws.yaml charts/karpenter/files/rbac/

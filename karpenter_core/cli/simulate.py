@@ -15,7 +15,7 @@ import click
 from karpenter_core.apis.quantity import format_quantity
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.registry import UnknownProviderError, discover
-from karpenter_core.cloudprovider.types import CloudProviderError
+from karpenter_core.cloudprovider.types import CloudProviderError, Offering
 from karpenter_core.disruption.planner import Command, Options, Plan, plan
 from karpenter_core.manifests import (
     ManifestError,
@@ -69,6 +69,7 @@ def _claim_json(claim: NewNodeClaim) -> dict[str, Any]:
         "capacity_type": claim.offering.capacity_type,
         "zone": claim.offering.zone,
         "price": round(claim.price, 6),
+        "price_estimated": claim.offering.estimated,
         "instance_type_options": len(claim.instance_types),
         "pods": [pod.key for pod in claim.pods],
         "requests": {n: _amount(n, a) for n, a in sorted(claim.requests.items())},
@@ -94,6 +95,7 @@ def _report(provider: str, results: Results, pods: int, seconds: float) -> dict[
             "pods": pods,
             "nodeclaims": len(results.new_nodeclaims),
             "cost_per_hour": round(results.cost_per_hour, 6),
+            "cost_estimated": any(c.offering.estimated for c in results.new_nodeclaims),
             "scheduling_seconds": round(seconds, 6),
         },
     }
@@ -110,6 +112,7 @@ def _command_json(command: Command) -> dict[str, Any]:
                 "capacity_type": r.offering.capacity_type,
                 "zone": r.offering.zone,
                 "price": round(r.price, 6),
+                "price_estimated": r.offering.estimated,
                 "pods": [p.key for p in r.pods],
             }
             for r in command.replacements
@@ -124,7 +127,8 @@ def _print_disruption(disruption: Plan) -> None:
         click.echo("  nothing to do")
     for command in disruption.commands:
         replaced = ", ".join(
-            f"{r.instance_type.name} {r.offering.capacity_type} {r.offering.zone} {r.price:.6f}"
+            f"{r.instance_type.name} {r.offering.capacity_type} {r.offering.zone} "
+            f"{_price(r.price, r.offering)}"
             for r in command.replacements
         )
         nodes = ", ".join(c.name for c in command.candidates)
@@ -136,6 +140,11 @@ def _print_disruption(disruption: Plan) -> None:
         click.echo(f"  left {node}: {why}")
     total = sum(c.savings_per_hour for c in disruption.commands)
     click.echo(f"  total savings {total:.6f}/h")
+
+
+def _price(price: float, offering: Offering) -> str:
+    """The price, marked ``~`` when the provider only estimates it."""
+    return f"~{price:.6f}" if offering.estimated else f"{price:.6f}"
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -168,13 +177,15 @@ def _print_text(report: dict[str, Any], results: Results, notes: list[str]) -> N
                     claim.instance_type.name,
                     claim.offering.zone,
                     claim.offering.capacity_type,
-                    f"{claim.price:.6f}",
+                    _price(claim.price, claim.offering),
                     str(len(claim.pods)),
                     _used(claim, "cpu"),
                     _used(claim, "memory"),
                 ]
             )
         click.echo(_table(rows))
+        if any(claim.offering.estimated for claim in results.new_nodeclaims):
+            click.echo("~ estimated price (no live price source)")
     else:
         click.echo("No new nodes needed.")
     for entry in report["existing"]:
@@ -229,7 +240,11 @@ def simulate(
     try:
         record = discover().provider(provider)
         cloud = record.factory(ProviderContext(settings=_settings(provider, ctx.params)))
-        documents = load_documents(files) if files else load_default_scenario()
+        if files:
+            documents = load_documents(files)
+        else:
+            scenario = record.default_scenario
+            documents = load_default_scenario(scenario() if scenario else None)
         snapshot, notes = build_snapshot(documents, cloud)
     except (ManifestError, UnknownProviderError, CloudProviderError) as err:
         raise click.ClickException(str(err)) from None

@@ -78,13 +78,16 @@ class ProviderContext:
     """What a provider factory receives.
 
     ``kube_client`` is a ``kubernetes.client.ApiClient`` connected to the cluster, or None offline
-    (``simulate``); ``settings`` holds the values of the provider's declared options.
+    (``simulate``); ``settings`` holds the values of the provider's declared options;
+    ``clients`` holds SDK clients the caller hands in by the names the provider documents (a
+    provider builds the ones not given; tests hand in instrumented clients).
     """
 
     settings: Mapping[str, Any] = field(default_factory=dict)
     kube_client: Any = None
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("karpenter.provider"))
+    clients: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,9 @@ class ProviderRecord:
     capabilities: frozenset[str] = frozenset()
     description: str = ""
     api_version: int = API_VERSION
+    default_scenario: Callable[[], str] | None = None
+    """The YAML ``karpenter simulate --provider <name>`` reads when given no file (default: the
+    core's KWOK scenario)."""
 
 
 class ProviderSpec:

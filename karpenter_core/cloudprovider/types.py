@@ -36,11 +36,20 @@ Resources = dict[str, int]
 
 
 class Offering:
-    """One way to buy an instance type: a zone and a capacity type, at a price per hour."""
+    """One way to buy an instance type: a zone and a capacity type, at a price per hour.
 
-    __slots__ = ("available", "capacity_type", "price", "requirements", "zone")
+    ``estimated`` marks a price that is a guess rather than a quote (e.g. offline spot prices).
+    """
 
-    def __init__(self, requirements: Requirements, price: float, available: bool = True) -> None:
+    __slots__ = ("available", "capacity_type", "estimated", "price", "requirements", "zone")
+
+    def __init__(
+        self,
+        requirements: Requirements,
+        price: float,
+        available: bool = True,
+        estimated: bool = False,
+    ) -> None:
         zone = requirements.get(labels.TOPOLOGY_ZONE)
         capacity_type = requirements.get(labels.CAPACITY_TYPE)
         if zone is None or capacity_type is None:
@@ -48,6 +57,7 @@ class Offering:
         self.requirements = requirements
         self.price = price
         self.available = available
+        self.estimated = estimated
         self.zone = zone.any() or ""
         self.capacity_type = capacity_type.any() or ""
 

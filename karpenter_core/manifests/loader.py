@@ -101,10 +101,13 @@ def load_documents(paths: Sequence[str]) -> list[Document]:
     return documents
 
 
-def load_default_scenario() -> list[Document]:
-    """The embedded default scenario (a NodePool, its KWOKNodeClass and a burst of pods)."""
-    scenario = resources.files("karpenter_core").joinpath("scenarios", "default.yaml")
-    return parse_documents(scenario.read_text(encoding="utf-8"), "default scenario")
+def load_default_scenario(text: str | None = None) -> list[Document]:
+    """A provider's default scenario ``text``, else the embedded one (a NodePool, its
+    KWOKNodeClass and a burst of pods)."""
+    if text is None:
+        scenario = resources.files("karpenter_core").joinpath("scenarios", "default.yaml")
+        text = scenario.read_text(encoding="utf-8")
+    return parse_documents(text, "default scenario")
 
 
 def parse_documents(text: str, source: str) -> list[Document]:

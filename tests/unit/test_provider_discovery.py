@@ -83,7 +83,7 @@ def test_lists_installed_providers_and_reports_the_broken_one(provider_path: Pat
     assert "Traceback" not in result.stderr
     lines = result.stdout.splitlines()
     rows = {line.split()[0]: line for line in lines[1 : lines.index("")]}
-    assert set(rows) == {"kwok", "test"}
+    assert set(rows) == {"aws", "kwok", "test"}
     assert "karpenter-testprovider==0.1.0" in rows["test"]
     assert "TestNodeClass (karpenter.test.sh/v1)" in rows["test"]
     assert "karpenter-kwok==" in rows["kwok"]
@@ -100,7 +100,7 @@ def test_json_output(provider_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     by_name = {p["name"]: p for p in report["providers"]}
-    assert set(by_name) == {"kwok", "test"}
+    assert set(by_name) == {"aws", "kwok", "test"}
     assert by_name["test"]["distribution"] == "karpenter-testprovider"
     assert by_name["test"]["version"] == "0.1.0"
     assert by_name["test"]["capabilities"] == ["offline-catalog"]

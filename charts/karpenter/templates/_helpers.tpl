@@ -1,0 +1,6 @@
+{{- define "karpenter.labels" -}}
+app.kubernetes.io/name: karpenter
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}

@@ -1,0 +1,102 @@
+"""The boto3 clients the provider uses, built once per process (or handed in by the caller)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from karpenter_aws.settings import AWSSettings, SettingsError
+
+__all__ = ["SERVICES", "AWSClients", "pricing_region"]
+
+SERVICES = ("ec2", "ssm", "sqs", "iam", "eks", "pricing")
+"""Client names a caller may hand in through ``ProviderContext.clients``."""
+
+
+def pricing_region(region: str) -> str:
+    """The region whose pricing API endpoint serves ``region`` (the API has three)."""
+    if region.startswith(("ap-", "cn-")):
+        return "ap-south-1"
+    if region.startswith(("eu-", "me-", "af-", "il-")):
+        return "eu-central-1"
+    return "us-east-1"
+
+
+class AWSClients:
+    """One boto3 client per service, created on first use; given clients are used as they are."""
+
+    def __init__(self, settings: AWSSettings, given: Mapping[str, Any] | None = None) -> None:
+        unknown = set(given or ()) - set(SERVICES)
+        if unknown:
+            raise SettingsError(
+                f"unknown AWS clients {sorted(unknown)}; known: {', '.join(SERVICES)}"
+            )
+        self._settings = settings
+        self._clients: dict[str, Any] = dict(given or {})
+        self._lock = threading.Lock()
+        self._session: Any = None
+
+    @property
+    def region(self) -> str:
+        """The region the clients talk to."""
+        if self._settings.region:
+            return self._settings.region
+        return self._boto_session().region_name or ""
+
+    @property
+    def ec2(self) -> Any:
+        return self._client("ec2")
+
+    @property
+    def ssm(self) -> Any:
+        return self._client("ssm")
+
+    @property
+    def sqs(self) -> Any:
+        return self._client("sqs")
+
+    @property
+    def iam(self) -> Any:
+        return self._client("iam")
+
+    @property
+    def eks(self) -> Any:
+        return self._client("eks")
+
+    @property
+    def pricing(self) -> Any:
+        return self._client("pricing")
+
+    def _boto_session(self) -> Any:
+        if self._session is None:
+            import boto3
+
+            self._session = boto3.session.Session()
+        return self._session
+
+    def _client(self, service: str) -> Any:
+        with self._lock:
+            client = self._clients.get(service)
+            if client is not None:
+                return client
+            region = self.region
+            if not region:
+                raise SettingsError(
+                    "no AWS region: set --region or AWS_REGION (or a region in the AWS config)"
+                )
+            from botocore.config import Config
+
+            config = Config(
+                retries={"mode": "standard", "max_attempts": 3},
+                max_pool_connections=32,
+                user_agent_extra="karpenter-python",
+            )
+            client = self._boto_session().client(
+                service,
+                region_name=pricing_region(region) if service == "pricing" else region,
+                endpoint_url=self._settings.endpoint_url or None,
+                config=config,
+            )
+            self._clients[service] = client
+            return client

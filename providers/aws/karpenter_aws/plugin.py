@@ -1,0 +1,81 @@
+"""Entry point of the AWS provider: registers its record with karpenter-core.
+
+Kept light: boto3 and the provider modules load only when the factory is called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from karpenter_aws.labels import GROUP
+from karpenter_aws.nodeclass import KIND, PLURAL, VERSION, EC2NodeClass
+from karpenter_aws.settings import OPTIONS
+from karpenter_core.cloudprovider.plugin import (
+    Capability,
+    NodeClassInfo,
+    ProviderContext,
+    ProviderRecord,
+    hookimpl,
+)
+
+if TYPE_CHECKING:
+    from karpenter_core.cloudprovider.types import CloudProvider
+
+__all__ = ["karpenter_register_providers"]
+
+
+def _factory(context: ProviderContext) -> CloudProvider:
+    from karpenter_aws.cloudprovider import AWSCloudProvider
+
+    return AWSCloudProvider.from_context(context)
+
+
+def _controllers(context: ProviderContext, provider: CloudProvider) -> Sequence[Any]:
+    from karpenter_aws.interruption_controller import InterruptionController
+    from karpenter_aws.nodeclass_controller import NodeClassController
+
+    controllers: list[Any] = [NodeClassController(context, provider)]
+    if provider.settings.interruption_queue:  # type: ignore[attr-defined]
+        controllers.append(InterruptionController(context, provider))
+    return controllers
+
+
+def _default_scenario() -> str:
+    path = resources.files("karpenter_aws").joinpath("scenarios", "default.yaml")
+    return path.read_text(encoding="utf-8")
+
+
+@hookimpl
+def karpenter_register_providers() -> list[ProviderRecord]:
+    """The AWS provider."""
+    return [
+        ProviderRecord(
+            name="aws",
+            factory=_factory,
+            node_classes=[
+                NodeClassInfo(
+                    model=EC2NodeClass,
+                    group=GROUP,
+                    version=VERSION,
+                    kind=KIND,
+                    plural=PLURAL,
+                )
+            ],
+            options=OPTIONS,
+            controllers=_controllers,
+            capabilities=frozenset(
+                {
+                    Capability.SPOT,
+                    Capability.INTERRUPTION,
+                    Capability.DRIFT,
+                    Capability.REPAIR,
+                    Capability.OFFLINE_CATALOG,
+                }
+            ),
+            description="EC2 instances from EC2NodeClasses (spot and on-demand); offline, "
+            "a packaged EC2 catalog with public on-demand prices",
+            default_scenario=_default_scenario,
+        )
+    ]

@@ -1,0 +1,169 @@
+"""Settings of the AWS provider: CLI flags ``--<name>`` or environment variables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from karpenter_core.apis.duration import DurationError, parse_duration
+from karpenter_core.cloudprovider.plugin import ProviderOption
+from karpenter_core.cloudprovider.types import CloudProviderError
+
+__all__ = ["OPTIONS", "AWSSettings", "SettingsError"]
+
+OPTIONS = (
+    ProviderOption(
+        "cluster-name",
+        "Name of the EKS cluster; tags every resource Karpenter creates (required to launch)",
+        env="CLUSTER_NAME",
+    ),
+    ProviderOption("region", "AWS region (default: the SDK's, from AWS_REGION)", env="AWS_REGION"),
+    ProviderOption(
+        "cluster-endpoint",
+        "Kubernetes API endpoint nodes join (default: eks:DescribeCluster)",
+        env="CLUSTER_ENDPOINT",
+    ),
+    ProviderOption(
+        "cluster-ca-bundle",
+        "Base64 CA bundle of the API server (default: eks:DescribeCluster)",
+        env="CLUSTER_CA_BUNDLE",
+    ),
+    ProviderOption(
+        "service-cidr",
+        "Service CIDR of the cluster, for the nodes' cluster DNS (default: eks:DescribeCluster)",
+        env="SERVICE_CIDR",
+    ),
+    ProviderOption(
+        "interruption-queue",
+        "SQS queue (name or URL) receiving EC2 interruption events from EventBridge",
+        env="INTERRUPTION_QUEUE",
+    ),
+    ProviderOption(
+        "aws-endpoint-url",
+        "One endpoint URL for every AWS service (testing against a local emulator)",
+        env="AWS_ENDPOINT_URL",
+    ),
+    ProviderOption(
+        "vm-memory-overhead-percent",
+        "Fraction of an instance's memory the hypervisor keeps",
+        default="0.075",
+        env="VM_MEMORY_OVERHEAD_PERCENT",
+    ),
+    ProviderOption(
+        "reserved-enis",
+        "Network interfaces kept out of the ENI-limited max-pods count",
+        default="0",
+        env="RESERVED_ENIS",
+    ),
+    ProviderOption(
+        "isolated-vpc",
+        "No access to the public pricing API: use the packaged on-demand prices",
+        default="false",
+        env="ISOLATED_VPC",
+    ),
+    ProviderOption(
+        "nodeclass-resync-period",
+        "How often EC2NodeClasses are resolved again (subnets, security groups, AMIs)",
+        default="1m",
+        env="NODECLASS_RESYNC_PERIOD",
+    ),
+    ProviderOption(
+        "batch-idle-duration",
+        "CreateFleet batching: launch once no identical request came for this long",
+        default="35ms",
+        env="BATCH_IDLE_DURATION",
+    ),
+    ProviderOption(
+        "batch-max-duration",
+        "CreateFleet batching: launch at the latest this long after the first request",
+        default="1s",
+        env="BATCH_MAX_DURATION",
+    ),
+)
+
+
+class SettingsError(CloudProviderError):
+    """A provider setting has a value that cannot be used."""
+
+
+@dataclass(frozen=True, slots=True)
+class AWSSettings:
+    """The AWS provider's settings, parsed."""
+
+    cluster_name: str = ""
+    region: str = ""
+    cluster_endpoint: str = ""
+    cluster_ca_bundle: str = ""
+    service_cidr: str = ""
+    interruption_queue: str = ""
+    endpoint_url: str = ""
+    vm_memory_overhead_percent: float = 0.075
+    reserved_enis: int = 0
+    isolated_vpc: bool = False
+    nodeclass_resync: timedelta = timedelta(minutes=1)
+    batch_idle: timedelta = timedelta(milliseconds=35)
+    batch_max: timedelta = timedelta(seconds=1)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> AWSSettings:
+        """Parse option values keyed by option name (missing or None: the default)."""
+        defaults = {option.name: option.default for option in OPTIONS}
+
+        def get(name: str, parse: Callable[[str], Any]) -> Any:
+            raw = values.get(name)
+            if raw is None:
+                raw = defaults[name]
+            if raw is None:
+                return ""
+            try:
+                return parse(str(raw))
+            except (ValueError, DurationError) as error:
+                raise SettingsError(f"--{name}: {error}") from None
+
+        return cls(
+            cluster_name=get("cluster-name", str.strip),
+            region=get("region", str.strip),
+            cluster_endpoint=get("cluster-endpoint", str.strip),
+            cluster_ca_bundle=get("cluster-ca-bundle", str.strip),
+            service_cidr=get("service-cidr", str.strip),
+            interruption_queue=get("interruption-queue", str.strip),
+            endpoint_url=get("aws-endpoint-url", str.strip),
+            vm_memory_overhead_percent=get("vm-memory-overhead-percent", _fraction),
+            reserved_enis=get("reserved-enis", _non_negative_int),
+            isolated_vpc=get("isolated-vpc", _bool),
+            nodeclass_resync=get("nodeclass-resync-period", _duration),
+            batch_idle=get("batch-idle-duration", _duration),
+            batch_max=get("batch-max-duration", _duration),
+        )
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise ValueError(f"{text!r} is not a fraction between 0 and 1 (e.g. 0.075)")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"{value} is negative")
+    return value
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no", ""):
+        return False
+    raise ValueError(f"{text!r} is not a boolean (true or false)")
+
+
+def _duration(text: str) -> timedelta:
+    value = parse_duration(text)
+    if value < timedelta(0):
+        raise ValueError(f"{text!r} is negative")
+    return value

@@ -1,0 +1,55 @@
+"""The Helm chart carries the same CRDs and RBAC as the packages, and only real settings."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from karpenter_aws.settings import OPTIONS
+from karpenter_core.operator.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "karpenter"
+SYNC = "run `make chart` to copy them"
+
+SOURCES = {
+    CHART / "crds" / "karpenter.sh_nodepools.yaml": ROOT
+    / "karpenter_core/crds/karpenter.sh_nodepools.yaml",
+    CHART / "crds" / "karpenter.sh_nodeclaims.yaml": ROOT
+    / "karpenter_core/crds/karpenter.sh_nodeclaims.yaml",
+    CHART / "crds" / "karpenter.k8s.aws_ec2nodeclasses.yaml": ROOT
+    / "providers/aws/karpenter_aws/crds/karpenter.k8s.aws_ec2nodeclasses.yaml",
+    CHART / "files/rbac/clusterrole.yaml": ROOT / "karpenter_core/rbac/clusterrole.yaml",
+    CHART / "files/rbac/role.yaml": ROOT / "karpenter_core/rbac/role.yaml",
+    CHART / "files/rbac/bindings.yaml": ROOT / "karpenter_core/rbac/bindings.yaml",
+    CHART / "files/rbac/aws.yaml": ROOT / "karpenter_core/rbac/providers/aws.yaml",
+}
+
+
+@pytest.mark.parametrize("copy", sorted(SOURCES), ids=lambda p: str(p.relative_to(CHART)))
+def test_chart_copies_match_their_source(copy: Path) -> None:
+    assert copy.read_text() == SOURCES[copy].read_text(), f"{copy} is stale: {SYNC}"
+
+
+def test_chart_holds_every_crd() -> None:
+    assert {p.name for p in (CHART / "crds").iterdir()} == {
+        p.name for p in SOURCES if p.parent.name == "crds"
+    }
+
+
+def test_deployment_sets_only_known_environment_variables() -> None:
+    template = (CHART / "templates" / "deployment.yaml").read_text()
+    names = set(re.findall(r"- name: ([A-Z_]+)\n", template))
+    known = {env for _, env, _ in Settings.options()} | {o.env for o in OPTIONS if o.env}
+    assert "CLUSTER_NAME" in names and "INTERRUPTION_QUEUE" in names
+    assert names - known - {"SYSTEM_NAMESPACE"} == set()
+
+
+def test_values_parse_and_require_a_cluster_name() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["settings"]["clusterName"] == ""
+    assert "fail" in (CHART / "templates" / "deployment.yaml").read_text()
+    assert yaml.safe_load((CHART / "Chart.yaml").read_text())["apiVersion"] == "v2"
