@@ -1,11 +1,35 @@
-"""Shared test configuration: a bounded hypothesis profile and the local cluster fixtures."""
+"""Shared test configuration: a bounded hypothesis profile and the moto-backed AWS fixtures."""
 
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests import aws_env
 
 settings.register_profile(
     "ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("thorough", max_examples=2000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """A moto server in the test process for the whole session; yields its endpoint URL."""
+    server, endpoint_url = aws_env.start_server()
+    yield endpoint_url
+    server.stop()
+
+
+@pytest.fixture
+def aws(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> aws_env.AWSEnv:
+    """A freshly reset and seeded moto account (see tests/aws_env.py); boto3 in this process
+    is pointed at it with fake credentials so nothing reaches real AWS."""
+    for name, value in aws_env.FAKE_ENV.items():
+        monkeypatch.setenv(name, value)
+    for name in aws_env.UNSET_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    return aws_env.seed(moto_server)
