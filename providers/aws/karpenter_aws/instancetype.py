@@ -1,0 +1,435 @@
+"""EC2 instance types as core ``InstanceType``s: labels, capacity and overhead (pure).
+
+A ``Shape`` is parsed once from a DescribeInstanceTypes entry (the dict boto3 returns) and holds
+what does not depend on the EC2NodeClass: the labels, vCPUs, memory, ENI limits and accelerator
+counts. ``build`` then applies the NodeClass-dependent inputs (``BuildOptions``: AMI family,
+kubelet settings, root volume) and the zones and offerings, following upstream's formulas:
+
+- memory = SizeInMiB (less 64 MiB on Graviton) less ceil(that x vm-memory-overhead-percent) MiB;
+- pods = kubelet maxPods, else ENIs x (IPv4 per ENI - 1) + 2 (110 on Windows), capped by
+  podsPerCore x vCPUs;
+- kube-reserved cpu 6% of the first core, 1% of the second, 0.5% of cores 3-4, 0.25% of the rest;
+  memory 11 MiB x pods + 255 MiB; ephemeral-storage 1Gi;
+- eviction threshold memory 100Mi and 10% of ephemeral storage, or the kubelet's evictionHard.
+  Soft eviction thresholds do not reduce allocatable capacity.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from karpenter_aws import labels
+from karpenter_core.apis import labels as wk
+from karpenter_core.apis.quantity import QuantityError, parse_quantity, to_milli
+from karpenter_core.cloudprovider.types import InstanceType, Offering, Overhead
+from karpenter_core.scheduling.requirements import Requirement, Requirements
+
+__all__ = [
+    "DEFAULT_AMI_FAMILY",
+    "DEFAULT_EPHEMERAL_STORAGE",
+    "RESOURCE_AMD_GPU",
+    "RESOURCE_EFA",
+    "RESOURCE_HABANA_GAUDI",
+    "RESOURCE_NEURON",
+    "RESOURCE_NEURON_CORE",
+    "RESOURCE_NVIDIA_GPU",
+    "RESOURCE_PRIVATE_IPV4",
+    "WINDOWS_BUILDS",
+    "BuildOptions",
+    "Shape",
+    "build",
+    "default_ephemeral_storage",
+    "instance_type",
+    "shape",
+]
+
+RESOURCE_NVIDIA_GPU = "nvidia.com/gpu"
+RESOURCE_AMD_GPU = "amd.com/gpu"
+RESOURCE_NEURON = "aws.amazon.com/neuron"
+RESOURCE_NEURON_CORE = "aws.amazon.com/neuroncore"
+RESOURCE_HABANA_GAUDI = "habana.ai/gaudi"
+RESOURCE_EFA = "vpc.amazonaws.com/efa"
+RESOURCE_PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"
+
+DEFAULT_AMI_FAMILY = "AL2023"
+WINDOWS_BUILDS = {
+    "Windows2019": "10.0.17763",
+    "Windows2022": "10.0.20348",
+    "Windows2025": "10.0.26100",
+}
+
+_MIB = 2**20
+_GIB = 2**30
+DEFAULT_EPHEMERAL_STORAGE = 20 * _GIB
+"""Bytes of ephemeral storage when nothing else says (the default root volume)."""
+_WINDOWS_EPHEMERAL_STORAGE = 50 * _GIB
+_WINDOWS_PODS = 110
+_ARCHITECTURES = {"x86_64": wk.ARCH_AMD64, "arm64": wk.ARCH_ARM64}
+_CAPACITY_TYPES = frozenset({wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_SPOT})
+_CPU_TIERS = ((0, 1000, 0.06), (1000, 2000, 0.01), (2000, 4000, 0.005), (4000, 1 << 31, 0.0025))
+_KUBE_RESERVED_EPHEMERAL = to_milli(parse_quantity("1Gi"))
+_EVICTION_MEMORY = to_milli(parse_quantity("100Mi"))
+_CATEGORY = re.compile(r"(^[a-z]+)(-[0-9]+tb)?([0-9]+).*\.")
+_EVICTION_SIGNALS = {"memory.available": "memory", "nodefs.available": "ephemeral-storage"}
+
+
+@dataclass(frozen=True, slots=True)
+class BuildOptions:
+    """The inputs beside the instance type itself; hashable, so usable as a cache key.
+
+    Reservations and eviction thresholds are ``(resource or signal, value)`` pairs as written in
+    the EC2NodeClass kubelet block; ``ephemeral_storage`` is in bytes (the root volume's size, or
+    ``default_ephemeral_storage``); ``instance_store_raid0`` uses the instance-store disks instead.
+    """
+
+    ami_family: str = DEFAULT_AMI_FAMILY
+    vm_memory_overhead_percent: float = 0.075
+    reserved_enis: int = 0
+    max_pods: int | None = None
+    pods_per_core: int | None = None
+    kube_reserved: tuple[tuple[str, str], ...] = ()
+    system_reserved: tuple[tuple[str, str], ...] = ()
+    eviction_hard: tuple[tuple[str, str], ...] = ()
+    ephemeral_storage: int = DEFAULT_EPHEMERAL_STORAGE
+    instance_store_raid0: bool = False
+    region: str = ""
+
+    @property
+    def windows_build(self) -> str | None:
+        """The Windows build label value, or None for Linux families."""
+        return WINDOWS_BUILDS.get(self.ami_family)
+
+
+class Shape:
+    """What an instance type is, independent of any EC2NodeClass."""
+
+    __slots__ = (
+        "arm64",
+        "capacity_types",
+        "efa",
+        "enis",
+        "extended",
+        "ipv4_per_eni",
+        "local_storage_gb",
+        "memory_mib",
+        "name",
+        "requirements",
+        "vcpus",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        vcpus: int,
+        memory_mib: int,
+        arm64: bool,
+        enis: int,
+        ipv4_per_eni: int,
+        capacity_types: frozenset[str],
+        requirements: Requirements,
+        extended: dict[str, int],
+        efa: int,
+        local_storage_gb: int | None,
+    ) -> None:
+        self.name = name
+        self.vcpus = vcpus
+        self.memory_mib = memory_mib
+        self.arm64 = arm64
+        self.enis = enis
+        self.ipv4_per_eni = ipv4_per_eni
+        self.capacity_types = capacity_types
+        self.requirements = requirements
+        self.extended = extended
+        self.efa = efa
+        self.local_storage_gb = local_storage_gb
+
+    def eni_limited_pods(self, reserved_enis: int) -> int:
+        """Pods the VPC CNI can address: usable ENIs x (IPv4 per ENI - 1) + 2."""
+        usable = max(self.enis - reserved_enis, 0)
+        return usable * (self.ipv4_per_eni - 1) + 2 if usable else 0
+
+    def memory_bytes(self, overhead_percent: float) -> int:
+        """Memory capacity after the VM overhead (and Graviton's 64 MiB CMA reservation)."""
+        mib = self.memory_mib - 64 if self.arm64 else self.memory_mib
+        overhead = math.ceil(float(mib * _MIB) * overhead_percent / 1024 / 1024)
+        return (mib - overhead) * _MIB
+
+    def __repr__(self) -> str:
+        return f"Shape({self.name})"
+
+
+def _kebab(value: str) -> str:
+    return value.replace(" ", "-").lower()
+
+
+def _label(key: str, value: object) -> Requirement:
+    return Requirement(key, False, frozenset((str(value),)))
+
+
+def shape(info: Mapping[str, Any]) -> Shape | None:
+    """Parse a DescribeInstanceTypes entry; None for types Karpenter does not launch
+    (not hvm when that is stated, or neither x86_64 nor arm64)."""
+    virtualization = info.get("SupportedVirtualizationTypes")
+    if virtualization is not None and "hvm" not in virtualization:
+        return None
+    processor = info.get("ProcessorInfo") or {}
+    architectures = processor.get("SupportedArchitectures") or ()
+    arch = next((_ARCHITECTURES[a] for a in architectures if a in _ARCHITECTURES), None)
+    if arch is None:
+        return None
+    name: str = info["InstanceType"]
+    vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
+    memory_mib = int(info["MemoryInfo"]["SizeInMiB"])
+    network = info.get("NetworkInfo") or {}
+    cards = network.get("NetworkCards") or ()
+    default_card = int(network.get("DefaultNetworkCardIndex") or 0)
+    enis = int(cards[default_card].get("MaximumNetworkInterfaces", 0)) if cards else 0
+    capacity_types = frozenset(info.get("SupportedUsageClasses") or ()) & _CAPACITY_TYPES
+
+    reqs: list[Requirement] = [
+        _label(wk.INSTANCE_TYPE, name),
+        _label(wk.ARCH, arch),
+        _label(labels.LABEL_INSTANCE_CPU, vcpus),
+        _label(labels.LABEL_INSTANCE_MEMORY, memory_mib),
+        _label(labels.LABEL_INSTANCE_HYPERVISOR, info.get("Hypervisor") or ""),
+        _label(
+            labels.LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT,
+            "true" if network.get("EncryptionInTransitSupported") else "false",
+        ),
+    ]
+    parts = _CATEGORY.match(name)
+    if parts is not None:
+        reqs.append(_label(labels.LABEL_INSTANCE_CATEGORY, parts.group(1)))
+        reqs.append(_label(labels.LABEL_INSTANCE_GENERATION, parts.group(3)))
+    family, dot, size = name.partition(".")
+    if dot and "." not in size:
+        reqs.append(_label(labels.LABEL_INSTANCE_FAMILY, family))
+        reqs.append(_label(labels.LABEL_INSTANCE_SIZE, size))
+    reqs.append(
+        _label(labels.LABEL_INSTANCE_CAPABILITY_FLEX, "true" if "-flex" in family else "false")
+    )
+    storage = info.get("InstanceStorageInfo")
+    local_storage_gb = None
+    if storage is not None and storage.get("TotalSizeInGB") is not None:
+        local_storage_gb = int(storage["TotalSizeInGB"])
+        if storage.get("NvmeSupport") != "unsupported":
+            reqs.append(_label(labels.LABEL_INSTANCE_LOCAL_NVME, local_storage_gb))
+    bandwidth = [c["BaselineBandwidthInGbps"] for c in cards if "BaselineBandwidthInGbps" in c]
+    if bandwidth:
+        megabits = round(sum(bandwidth) * 1000)
+        reqs.append(_label(labels.LABEL_INSTANCE_NETWORK_BANDWIDTH, megabits))
+    if processor:
+        reqs.append(
+            _label(
+                labels.LABEL_INSTANCE_CPU_MANUFACTURER, _kebab(processor.get("Manufacturer", ""))
+            )
+        )
+        mhz = math.floor(float(processor.get("SustainedClockSpeedInGhz") or 0) * 1000 + 0.5)
+        reqs.append(_label(labels.LABEL_INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ, mhz))
+    ebs = info.get("EbsInfo") or {}
+    if ebs.get("EbsOptimizedSupport") == "default" and ebs.get("EbsOptimizedInfo"):
+        ebs_mbps = ebs["EbsOptimizedInfo"].get("MaximumBandwidthInMbps", 0)
+        reqs.append(_label(labels.LABEL_INSTANCE_EBS_BANDWIDTH, ebs_mbps))
+
+    extended: dict[str, int] = {}
+    gpus = (info.get("GpuInfo") or {}).get("Gpus") or ()
+    for gpu in gpus:
+        resource = {
+            "NVIDIA": RESOURCE_NVIDIA_GPU,
+            "AMD": RESOURCE_AMD_GPU,
+            "Habana": RESOURCE_HABANA_GAUDI,
+        }.get(gpu.get("Manufacturer", ""))
+        if resource is not None:
+            extended[resource] = extended.get(resource, 0) + int(gpu.get("Count", 0))
+    if len(gpus) == 1:
+        gpu = gpus[0]
+        reqs.append(_label(labels.LABEL_INSTANCE_GPU_NAME, _kebab(gpu.get("Name", ""))))
+        reqs.append(
+            _label(labels.LABEL_INSTANCE_GPU_MANUFACTURER, _kebab(gpu.get("Manufacturer", "")))
+        )
+        reqs.append(_label(labels.LABEL_INSTANCE_GPU_COUNT, gpu.get("Count", 0)))
+        gpu_memory = (gpu.get("MemoryInfo") or {}).get("SizeInMiB", 0)
+        reqs.append(_label(labels.LABEL_INSTANCE_GPU_MEMORY, gpu_memory))
+    neuron = (info.get("NeuronInfo") or {}).get("NeuronDevices") or ()
+    accelerators = (info.get("InferenceAcceleratorInfo") or {}).get("Accelerators") or ()
+    if len(accelerators) == 1 and not info.get("NeuronInfo"):
+        accelerator = accelerators[0]
+        reqs.append(
+            _label(labels.LABEL_INSTANCE_ACCELERATOR_NAME, _kebab(accelerator.get("Name", "")))
+        )
+        reqs.append(
+            _label(
+                labels.LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
+                _kebab(accelerator.get("Manufacturer", "")),
+            )
+        )
+        reqs.append(_label(labels.LABEL_INSTANCE_ACCELERATOR_COUNT, accelerator.get("Count", 0)))
+    if neuron:
+        devices = sum(int(d.get("Count", 0)) for d in neuron)
+        extended[RESOURCE_NEURON] = devices
+        first = neuron[0]
+        cores = int(first.get("Count", 0)) * int((first.get("CoreInfo") or {}).get("Count", 0))
+        if cores:
+            extended[RESOURCE_NEURON_CORE] = cores
+        if len(neuron) == 1:
+            reqs.append(
+                _label(labels.LABEL_INSTANCE_ACCELERATOR_NAME, _kebab(first.get("Name", "")))
+            )
+            reqs.append(_label(labels.LABEL_INSTANCE_ACCELERATOR_MANUFACTURER, "aws"))
+            reqs.append(_label(labels.LABEL_INSTANCE_ACCELERATOR_COUNT, first.get("Count", 0)))
+    extended = {k: v * 1000 for k, v in extended.items() if v}
+    efa = int(((network.get("EfaInfo") or {}).get("MaximumEfaInterfaces")) or 0)
+    return Shape(
+        name=name,
+        vcpus=vcpus,
+        memory_mib=memory_mib,
+        arm64=bool(architectures) and architectures[0] == "arm64",
+        enis=enis,
+        ipv4_per_eni=int(network.get("Ipv4AddressesPerInterface") or 0),
+        capacity_types=capacity_types,
+        requirements=Requirements(reqs),
+        extended=extended,
+        efa=efa,
+        local_storage_gb=local_storage_gb,
+    )
+
+
+def default_ephemeral_storage(ami_family: str) -> int:
+    """Bytes of ephemeral storage when no block device mapping sets it: the AMI family's default
+    volume (50Gi on Windows, 20Gi otherwise)."""
+    return _WINDOWS_EPHEMERAL_STORAGE if ami_family in WINDOWS_BUILDS else DEFAULT_EPHEMERAL_STORAGE
+
+
+def _quantity_milli(value: str) -> int | None:
+    try:
+        return to_milli(parse_quantity(value))
+    except QuantityError:
+        return None
+
+
+def _signal_milli(capacity_bytes: int, value: str) -> int | None:
+    """An eviction signal in milli-bytes: a percentage of the capacity (100% disables it), or a
+    quantity; None when it is neither."""
+    if value.endswith("%"):
+        try:
+            percent = float(value[:-1])
+        except ValueError:
+            return None
+        if percent == 100:
+            percent = 0.0
+        return math.ceil(float(capacity_bytes) / 100 * percent) * 1000
+    return _quantity_milli(value)
+
+
+def _kube_reserved_cpu(vcpus: int) -> int:
+    milli = vcpus * 1000
+    total = 0
+    for start, end, fraction in _CPU_TIERS:
+        if milli >= start:
+            span = (end if milli >= end else milli) - start
+            total += int(span * fraction)
+    return total
+
+
+def _overrides(pairs: Iterable[tuple[str, str]]) -> dict[str, int]:
+    """Static quantities by resource; expressions (not quantities) are ignored."""
+    out: dict[str, int] = {}
+    for resource, value in pairs:
+        milli = _quantity_milli(value)
+        if milli is not None:
+            out[resource] = milli
+    return out
+
+
+def build(
+    shape: Shape,
+    options: BuildOptions,
+    zones: Mapping[str, str],
+    offerings: Sequence[Offering],
+) -> InstanceType | None:
+    """The core InstanceType for ``shape`` under ``options``, offered in ``zones`` (name to zone
+    id, "" when unknown) with ``offerings``; None when the AMI family cannot run it (Windows on
+    arm64)."""
+    family = options.ami_family
+    windows = family in WINDOWS_BUILDS
+    if windows and shape.arm64:
+        return None
+    requirements = shape.requirements.copy()
+    zone_ids = frozenset(zone_id for zone_id in zones.values() if zone_id)
+    added = [
+        _label(wk.OS, "windows" if windows else "linux"),
+        Requirement(wk.TOPOLOGY_ZONE, False, frozenset(zones)),
+        Requirement(wk.CAPACITY_TYPE, False, shape.capacity_types),
+    ]
+    if options.region:
+        added.append(_label(wk.TOPOLOGY_REGION, options.region))
+    if zone_ids:
+        added.append(Requirement(labels.LABEL_TOPOLOGY_ZONE_ID, False, zone_ids))
+    if windows:
+        added.append(_label(wk.WINDOWS_BUILD, WINDOWS_BUILDS[family]))
+    requirements.add(*added)
+
+    if options.max_pods is not None:
+        pods = options.max_pods
+    elif windows:
+        pods = _WINDOWS_PODS
+    else:
+        pods = shape.eni_limited_pods(options.reserved_enis)
+    if options.pods_per_core and family != "Bottlerocket":
+        pods = min(options.pods_per_core * shape.vcpus, pods)
+
+    memory = shape.memory_bytes(options.vm_memory_overhead_percent)
+    storage = options.ephemeral_storage
+    if options.instance_store_raid0 and shape.local_storage_gb is not None:
+        storage = shape.local_storage_gb * 10**9
+    capacity = {
+        "cpu": shape.vcpus * 1000,
+        "memory": memory * 1000,
+        "ephemeral-storage": storage * 1000,
+        "pods": pods * 1000,
+    }
+    capacity.update(shape.extended)
+    if shape.efa:
+        capacity[RESOURCE_EFA] = shape.efa * 1000
+    if windows and shape.ipv4_per_eni:
+        capacity[RESOURCE_PRIVATE_IPV4] = (shape.ipv4_per_eni - 1) * 1000
+
+    overhead_pods = pods if windows or family == "Bottlerocket" else shape.eni_limited_pods(0)
+    kube_reserved = {
+        "cpu": _kube_reserved_cpu(shape.vcpus),
+        "memory": (11 * overhead_pods + 255) * _MIB * 1000,
+        "ephemeral-storage": _KUBE_RESERVED_EPHEMERAL,
+    }
+    kube_reserved.update(_overrides(options.kube_reserved))
+    eviction = {
+        "memory": _EVICTION_MEMORY,
+        "ephemeral-storage": math.ceil(float(storage) / 100 * 10) * 1000,
+    }
+    for signal, value in options.eviction_hard:
+        resource = _EVICTION_SIGNALS.get(signal)
+        if resource is None:
+            continue
+        milli = _signal_milli(memory if resource == "memory" else storage, value)
+        if milli is not None:
+            eviction[resource] = milli
+    overhead = Overhead(
+        kube_reserved=kube_reserved,
+        system_reserved=_overrides(options.system_reserved),
+        eviction_threshold=eviction,
+    )
+    return InstanceType(shape.name, requirements, offerings, capacity, overhead)
+
+
+def instance_type(
+    info: Mapping[str, Any],
+    options: BuildOptions,
+    zones: Mapping[str, str],
+    offerings: Sequence[Offering] = (),
+) -> InstanceType | None:
+    """Parse and build in one step (see ``shape`` and ``build``)."""
+    parsed = shape(info)
+    return None if parsed is None else build(parsed, options, zones, offerings)

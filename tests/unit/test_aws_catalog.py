@@ -1,0 +1,334 @@
+"""The instance-type catalog (offline from packaged data, live against moto) and the ICE cache."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from botocore.awsrequest import AWSResponse
+
+from karpenter_aws import labels
+from karpenter_aws.catalog import (
+    OFFLINE_SPOT_ESTIMATE,
+    REFRESH_INTERVAL,
+    CatalogError,
+    InstanceTypeCatalog,
+    offline_regions,
+)
+from karpenter_aws.nodeclass import EC2NodeClass
+from karpenter_aws.pricing import PriceBook
+from karpenter_aws.settings import AWSSettings
+from karpenter_aws.unavailable import UnavailableOfferings
+from karpenter_core.apis import labels as wk
+from karpenter_core.cloudprovider.types import InstanceType
+from tests import aws_env
+
+GIB = 2**30
+US_EAST_1_ZONES = {
+    "us-east-1a": "use1-az6",
+    "us-east-1b": "use1-az1",
+    "us-east-1c": "use1-az2",
+    "us-east-1d": "use1-az4",
+    "us-east-1e": "use1-az3",
+    "us-east-1f": "use1-az5",
+}
+
+
+class Clock:
+    """A settable clock."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 8, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, by: timedelta) -> None:
+        self.now += by
+
+
+def _node_class(
+    subnets: list[dict[str, str]], alias: str = "al2023@latest", **spec: Any
+) -> EC2NodeClass:
+    return EC2NodeClass.model_validate(
+        {
+            "metadata": {"name": "default"},
+            "spec": {
+                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+                "amiSelectorTerms": [{"alias": alias}],
+                "role": "KarpenterNodeRole",
+                **spec,
+            },
+            "status": {"subnets": subnets},
+        }
+    )
+
+
+def _named(types: list[InstanceType], name: str) -> InstanceType:
+    return next(t for t in types if t.name == name)
+
+
+def _offerings(it: InstanceType) -> dict[tuple[str, str], Any]:
+    return {(o.capacity_type, o.zone): o for o in it.offerings}
+
+
+# The ICE cache
+
+
+def test_unavailable_offerings_expire_after_the_ttl() -> None:
+    clock = Clock()
+    cache = UnavailableOfferings(clock=clock)
+    assert cache.seq == 0
+    assert not cache.is_unavailable("spot", "m5.large", "us-east-1a")
+    cache.mark("spot", "m5.large", "us-east-1a", "InsufficientInstanceCapacity")
+    assert cache.seq == 1
+    assert cache.is_unavailable("spot", "m5.large", "us-east-1a")
+    assert not cache.is_unavailable("on-demand", "m5.large", "us-east-1a")
+    assert not cache.is_unavailable("spot", "m5.large", "us-east-1b")
+    assert cache.snapshot() == {"m5.large": frozenset({("spot", "us-east-1a")})}
+    clock.advance(timedelta(minutes=2, seconds=59))
+    assert cache.is_unavailable("spot", "m5.large", "us-east-1a")
+    assert cache.seq == 1
+    clock.advance(timedelta(seconds=1))
+    assert not cache.is_unavailable("spot", "m5.large", "us-east-1a")
+    assert cache.seq == 2  # expiry changes availability too
+    assert cache.snapshot() == {}
+
+
+def test_unavailable_offerings_ttl_is_a_parameter_and_marks_renew() -> None:
+    clock = Clock()
+    cache = UnavailableOfferings(ttl=timedelta(seconds=10), clock=clock)
+    cache.mark("on-demand", "c5.large", "us-east-1c")
+    clock.advance(timedelta(seconds=8))
+    cache.mark("on-demand", "c5.large", "us-east-1c")
+    clock.advance(timedelta(seconds=8))
+    assert cache.is_unavailable("on-demand", "c5.large", "us-east-1c")
+    assert cache.seq == 2
+
+
+def test_unavailable_offerings_are_thread_safe() -> None:
+    cache = UnavailableOfferings()
+
+    def mark(worker: int) -> None:
+        for i in range(500):
+            cache.mark("spot", f"type{worker}.{i}", "us-east-1a")
+            assert cache.is_unavailable("spot", f"type{worker}.{i}", "us-east-1a")
+
+    threads = [threading.Thread(target=mark, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert cache.seq == 4000
+    assert sum(len(pairs) for pairs in cache.snapshot().values()) == 4000
+
+
+# Offline
+
+
+@pytest.fixture(scope="module")
+def offline() -> InstanceTypeCatalog:
+    return InstanceTypeCatalog.offline(AWSSettings(region="us-east-1"))
+
+
+def test_offline_us_east_1_zones_prices_and_estimated_spot(offline: InstanceTypeCatalog) -> None:
+    assert offline.zones() == US_EAST_1_ZONES
+    assert not offline.is_live
+    types = offline.instance_types(None)
+    assert len(types) > 1000
+    m5 = _named(types, "m5.large")
+    assert m5.requirements[wk.TOPOLOGY_ZONE].values == frozenset(US_EAST_1_ZONES) - {"us-east-1e"}
+    offerings = _offerings(m5)
+    assert len(offerings) == 10
+    on_demand = offerings[("on-demand", "us-east-1a")]
+    assert on_demand.price == pytest.approx(0.096)
+    assert on_demand.available and not on_demand.estimated
+    spot = offerings[("spot", "us-east-1b")]
+    assert spot.price == pytest.approx(0.096 * OFFLINE_SPOT_ESTIMATE)
+    assert spot.available and spot.estimated
+    assert spot.requirements[labels.LABEL_TOPOLOGY_ZONE_ID].values == frozenset({"use1-az1"})
+    assert _named(types, "c6g.xlarge").cheapest_offering().price == pytest.approx(
+        0.136 * OFFLINE_SPOT_ESTIMATE
+    )
+
+
+def test_offline_types_without_a_known_price_are_unavailable(
+    offline: InstanceTypeCatalog,
+) -> None:
+    unpriced = _named(offline.instance_types(None), "r9g.large")
+    assert unpriced.offerings
+    assert not any(o.available for o in unpriced.offerings)
+    assert unpriced.cheapest_offering() is None
+
+
+def test_offline_other_region_uses_the_us_east_1_table() -> None:
+    assert "eu-west-1" in offline_regions()
+    catalog = InstanceTypeCatalog.offline(AWSSettings(region="eu-west-1"))
+    assert all(zone.startswith("eu-west-1") for zone in catalog.zones())
+    m5 = _named(catalog.instance_types(None), "m5.large")
+    assert m5.requirements[wk.TOPOLOGY_REGION].values == frozenset({"eu-west-1"})
+    assert _offerings(m5)[("on-demand", "eu-west-1a")].price == pytest.approx(0.096)
+
+
+def test_offline_unknown_region_is_a_clear_error() -> None:
+    with pytest.raises(CatalogError, match="no offline instance type data for region 'mars-1'"):
+        InstanceTypeCatalog.offline(AWSSettings(region="mars-1"))
+
+
+def test_node_class_zones_kubelet_and_root_volume() -> None:
+    catalog = InstanceTypeCatalog.offline(AWSSettings(region="us-east-1"))
+    node_class = _node_class(
+        [
+            {"id": "subnet-a", "zone": "us-east-1a", "zoneID": "use1-az6"},
+            {"id": "subnet-a2", "zone": "us-east-1a", "zoneID": "use1-az6"},
+            {"id": "subnet-e", "zone": "us-east-1e"},
+        ],
+        alias="bottlerocket@latest",
+        kubelet={"maxPods": 20, "evictionHard": {"memory.available": "500Mi"}},
+        blockDeviceMappings=[{"deviceName": "/dev/xvdb", "ebs": {"volumeSize": "100Gi"}}],
+    )
+    types = catalog.instance_types(node_class)
+    m5 = _named(types, "m5.large")
+    # m5.large is not offered in us-east-1e
+    assert m5.requirements[wk.TOPOLOGY_ZONE].values == frozenset({"us-east-1a"})
+    assert m5.requirements[labels.LABEL_TOPOLOGY_ZONE_ID].values == frozenset({"use1-az6"})
+    assert set(_offerings(m5)) == {("on-demand", "us-east-1a"), ("spot", "us-east-1a")}
+    assert m5.capacity["pods"] == 20_000
+    assert m5.capacity["ephemeral-storage"] == 100 * GIB * 1000
+    assert m5.overhead.eviction_threshold["memory"] == 500 * 2**20 * 1000
+    # a zone-id missing from the subnet status comes from the region's zones
+    c4 = _named(types, "c4.large")
+    assert "us-east-1e" in c4.requirements[wk.TOPOLOGY_ZONE].values
+    assert _offerings(c4)[("spot", "us-east-1e")].requirements[
+        labels.LABEL_TOPOLOGY_ZONE_ID
+    ].values == frozenset({"use1-az3"})
+
+
+def test_node_class_without_subnets_has_no_offerings() -> None:
+    catalog = InstanceTypeCatalog.offline(AWSSettings(region="us-east-1"))
+    types = catalog.instance_types(_node_class([]))
+    assert types
+    assert not any(t.offerings for t in types)
+
+
+def test_repeated_calls_are_cached_per_inputs() -> None:
+    catalog = InstanceTypeCatalog.offline(AWSSettings(region="us-east-1"))
+    first = catalog.instance_types(None)
+    assert catalog.instance_types(None) is first
+    subnets = [{"id": "subnet-a", "zone": "us-east-1a", "zoneID": "use1-az6"}]
+    one = catalog.instance_types(_node_class(subnets))
+    assert catalog.instance_types(_node_class(subnets)) is one
+    other = catalog.instance_types(_node_class(subnets, kubelet={"maxPods": 10}))
+    assert other is not one
+    assert _named(other, "m5.large").capacity["pods"] == 10_000
+    assert catalog.instance_types(None) is first
+
+
+def test_marks_make_offerings_unavailable_until_they_expire() -> None:
+    clock = Clock()
+    catalog = InstanceTypeCatalog.offline(
+        AWSSettings(region="us-east-1"), UnavailableOfferings(clock=clock)
+    )
+    before = catalog.instance_types(None)
+    catalog.unavailable.mark("spot", "m5.large", "us-east-1a", "InsufficientInstanceCapacity")
+    marked = catalog.instance_types(None)
+    assert marked is not before
+    offerings = _offerings(_named(marked, "m5.large"))
+    assert not offerings[("spot", "us-east-1a")].available
+    assert offerings[("spot", "us-east-1b")].available
+    assert offerings[("on-demand", "us-east-1a")].available
+    # only the marked type is rebuilt
+    assert _named(marked, "c5.large") is _named(before, "c5.large")
+    assert catalog.instance_types(None) is marked
+    clock.advance(timedelta(minutes=3))
+    again = catalog.instance_types(None)
+    assert _offerings(_named(again, "m5.large"))[("spot", "us-east-1a")].available
+
+
+def test_price_changes_rebuild_the_offerings() -> None:
+    catalog = InstanceTypeCatalog.offline(AWSSettings(region="us-east-1"))
+    before = catalog.instance_types(None)
+    catalog.prices.seq += 1
+    after = catalog.instance_types(None)
+    assert after is not before
+    assert len(after) == len(before)
+
+
+# Live, against moto
+
+
+def _ec2_calls(client: Any, operation: str) -> list[int]:
+    calls: list[int] = []
+    client.meta.events.register(
+        f"before-call.ec2.{operation}", lambda **_: calls.append(1) and None
+    )
+    return calls
+
+
+def _failing(client: Any, operation: str, when: list[bool]) -> None:
+    def fail(**_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        if not when[0]:
+            return None
+        error = {"Code": "UnauthorizedOperation", "Message": "not allowed"}
+        return AWSResponse("https://ec2", 403, {}, None), {"Error": error}
+
+    client.meta.events.register(f"before-call.ec2.{operation}", fail)
+
+
+def test_live_catalog_reads_ec2_and_refreshes_when_stale(aws: aws_env.AWSEnv) -> None:
+    clock = Clock()
+    ec2 = aws.client("ec2")
+    described = _ec2_calls(ec2, "DescribeInstanceTypes")
+    fail = [False]
+    _failing(ec2, "DescribeInstanceTypes", fail)
+    catalog = InstanceTypeCatalog.live(
+        AWSSettings(region=aws.region),
+        ec2,
+        PriceBook(aws.region),
+        UnavailableOfferings(clock=clock),
+        clock,
+    )
+    assert catalog.is_live
+    subnets = aws.client("ec2").describe_subnets(SubnetIds=aws.subnet_list)["Subnets"]
+    node_class = _node_class(
+        [
+            {"id": s["SubnetId"], "zone": s["AvailabilityZone"], "zoneID": s["AvailabilityZoneId"]}
+            for s in subnets
+        ]
+    )
+    types = catalog.instance_types(node_class)
+    assert described  # read lazily on first use
+    assert catalog.zones()["us-east-1a"] == "use1-az6"
+    assert len(types) > 1000
+    m5 = _named(types, "m5.large")
+    assert m5.requirements[wk.TOPOLOGY_ZONE].values == frozenset(aws_env.ZONES)
+    assert m5.requirements[labels.LABEL_TOPOLOGY_ZONE_ID].values == frozenset(
+        s["AvailabilityZoneId"] for s in subnets
+    )
+    assert _offerings(m5)[("on-demand", "us-east-1a")].price == pytest.approx(0.096)
+    assert all(o.available for o in m5.offerings)
+    assert all(o.estimated for o in m5.offerings if o.capacity_type == "spot")
+    assert not any(t.name.startswith("mac") for t in types)
+    assert catalog.instance_types(node_class) is types
+    calls = len(described)
+
+    # stale: refreshed on the next call; a failure keeps what was read before
+    clock.advance(REFRESH_INTERVAL)
+    fail[0] = True
+    assert catalog.instance_types(node_class) is types
+    assert len(described) == calls + 1
+    with pytest.raises(CatalogError, match="UnauthorizedOperation"):
+        catalog.refresh()
+
+
+def test_live_catalog_without_data_raises(aws: aws_env.AWSEnv) -> None:
+    ec2 = aws.client("ec2")
+    _failing(ec2, "DescribeInstanceTypes", [True])
+    catalog = InstanceTypeCatalog.live(
+        AWSSettings(region=aws.region), ec2, PriceBook(aws.region), UnavailableOfferings()
+    )
+    with pytest.raises(CatalogError, match="reading EC2 instance types in us-east-1"):
+        catalog.instance_types(None)
