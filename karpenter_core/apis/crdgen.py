@@ -397,6 +397,7 @@ def provider_crds() -> list[dict[str, Any]]:
                     plural=node_class.plural,
                     version=node_class.version,
                     printer_columns=node_class.printer_columns,
+                    short_names=node_class.short_names,
                     categories=("karpenter",),
                 )
             )

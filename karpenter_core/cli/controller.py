@@ -16,8 +16,12 @@ __all__ = ["controller"]
 
 
 def _settings_options(command: click.Command) -> click.Command:
-    """One ``--<setting>`` option per operator setting (its environment variable otherwise)."""
+    """One ``--<setting>`` option per operator setting (its environment variable otherwise);
+    a provider option declared already under the same name serves both."""
+    declared = {param.name for param in getattr(command, "__click_params__", ())}
     for name, env, help_text in reversed(Settings.options()):
+        if name in declared:
+            continue
         flag = f"--{name.replace('_', '-')}"
         help_text = f"{help_text} [env {env}]"
         if isinstance(getattr(Settings(), name), bool):
@@ -40,6 +44,8 @@ def _settings_options(command: click.Command) -> click.Command:
 @click.pass_context
 def controller(ctx: click.Context, provider: str, kubeconfig: str | None, **_: Any) -> None:
     """Run the controller: launch nodes for pending pods and manage their lifecycle."""
+    from kubernetes.config import ConfigException
+
     from karpenter_core.operator import logs  # the Kubernetes client loads only here
     from karpenter_core.operator.kube import KubeClient
     from karpenter_core.operator.operator import Operator
@@ -51,7 +57,14 @@ def controller(ctx: click.Context, provider: str, kubeconfig: str | None, **_: A
     except (SettingsError, UnknownProviderError) as error:
         raise click.ClickException(str(error)) from None
     logs.configure(settings.log_level)
-    kube = KubeClient.from_config(kubeconfig.split(":")[0] if kubeconfig else None, settings)
+    path = kubeconfig.split(":")[0] if kubeconfig else None
+    try:
+        kube = KubeClient.from_config(path, settings)
+    except ConfigException as error:
+        where = f" from {path}" if path else ""
+        raise click.ClickException(
+            f"cannot load the Kubernetes configuration{where}: {error}"
+        ) from None
     try:
         operator = Operator(
             settings, record, kube, provider_settings=_settings(provider, ctx.params)

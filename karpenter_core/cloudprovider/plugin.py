@@ -61,6 +61,7 @@ class NodeClassInfo:
     kind: str
     plural: str
     printer_columns: Sequence[Mapping[str, Any]] = ()
+    short_names: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True)

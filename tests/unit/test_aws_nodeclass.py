@@ -288,6 +288,11 @@ INVALID: list[tuple[dict[str, Any], tuple[str | int, ...], str]] = [
         "only specify version 'latest'",
     ),
     (
+        {"amiSelectorTerms": [{"alias": "windows2022@latest@v1"}]},
+        ("spec", "amiSelectorTerms", 0, "alias"),
+        "only specify version 'latest'",
+    ),
+    (
         {"amiSelectorTerms": [{"alias": "al2023@" + "v" * 30}]},
         ("spec", "amiSelectorTerms", 0, "alias"),
         "at most 30",
@@ -311,6 +316,11 @@ INVALID: list[tuple[dict[str, Any], tuple[str | int, ...], str]] = [
         {"amiSelectorTerms": [{"owner": ""}], "amiFamily": "AL2"},
         ("spec", "amiSelectorTerms", 0, "owner"),
         "at least 1",
+    ),
+    (
+        {"amiSelectorTerms": [{"owner": "self"}], "amiFamily": "AL2"},
+        ("spec", "amiSelectorTerms", 0),
+        "expected at least one, got none, ['alias', 'tags', 'id', 'name', 'ssmParameter']",
     ),
     (
         {"amiSelectorTerms": [{"id": "ami-1"}]},

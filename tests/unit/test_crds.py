@@ -454,12 +454,14 @@ def test_provider_crds_come_from_discovered_node_classes(monkeypatch: pytest.Mon
         kind="ExampleNodeClass",
         plural="examplenodeclasses",
         printer_columns=(),
+        short_names=("exnc",),
     )
     records = {"example": SimpleNamespace(node_classes=(node_class,))}
     monkeypatch.setattr(registry, "discover", lambda: SimpleNamespace(records=records))
     (crd,) = provider_crds()
     assert crd["metadata"]["name"] == "examplenodeclasses.example.dev"
     assert crd["spec"]["names"]["categories"] == ["karpenter"]
+    assert crd["spec"]["names"]["shortNames"] == ["exnc"]
 
 
 def test_provider_crds_without_a_registry(monkeypatch: pytest.MonkeyPatch) -> None:

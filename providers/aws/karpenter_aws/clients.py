@@ -42,7 +42,12 @@ class AWSClients:
         """The region the clients talk to."""
         if self._settings.region:
             return self._settings.region
-        return self._boto_session().region_name or ""
+        from botocore.exceptions import BotoCoreError
+
+        try:
+            return self._boto_session().region_name or ""
+        except BotoCoreError as error:  # e.g. AWS_PROFILE names no profile
+            raise SettingsError(f"cannot read the AWS configuration: {error}") from None
 
     @property
     def ec2(self) -> Any:
@@ -86,17 +91,21 @@ class AWSClients:
                     "no AWS region: set --region or AWS_REGION (or a region in the AWS config)"
                 )
             from botocore.config import Config
+            from botocore.exceptions import BotoCoreError
 
             config = Config(
                 retries={"mode": "standard", "max_attempts": 3},
                 max_pool_connections=32,
                 user_agent_extra="karpenter-python",
             )
-            client = self._boto_session().client(
-                service,
-                region_name=pricing_region(region) if service == "pricing" else region,
-                endpoint_url=self._settings.endpoint_url or None,
-                config=config,
-            )
+            try:
+                client = self._boto_session().client(
+                    service,
+                    region_name=pricing_region(region) if service == "pricing" else region,
+                    endpoint_url=self._settings.endpoint_url or None,
+                    config=config,
+                )
+            except (ValueError, BotoCoreError) as error:  # a bad region, endpoint or profile
+                raise SettingsError(f"cannot build the AWS {service} client: {error}") from None
             self._clients[service] = client
             return client

@@ -69,6 +69,7 @@ __all__ = [
     "KIND",
     "PLURAL",
     "RESTRICTED_TAG_KEYS",
+    "SHORT_NAMES",
     "VERSION",
     "AMISelectorTerm",
     "AMIStatus",
@@ -146,6 +147,8 @@ EC2NODECLASS_PRINTER_COLUMNS = (
     PrinterColumn("Role", "string", ".spec.role", priority=1),
 )
 """``kubectl get ec2nodeclasses`` columns (``-o wide`` adds Role)."""
+SHORT_NAMES = ("ec2nc", "ec2ncs")
+"""``kubectl get`` short names of EC2NodeClasses."""
 
 RESTRICTED_TAG_KEYS = (TAG_NODEPOOL, TAG_NODECLAIM, TAG_NODECLASS, TAG_EKS_CLUSTER_NAME)
 """Tag keys Karpenter sets itself on what it launches; ``kubernetes.io/cluster/*`` too."""
@@ -264,16 +267,23 @@ def _at_least_one(fields: tuple[str, ...]) -> dict[str, str]:
     )
 
 
-def _check_term(term: KubeModel, exclusive: Mapping[str, tuple[str, ...]], where: str) -> None:
-    """Raise when no field of ``term`` is set, or an exclusive field is set with another."""
+def _check_term(
+    term: KubeModel,
+    exclusive: Mapping[str, tuple[str, ...]],
+    where: str,
+    selecting: tuple[str, ...] | None = None,
+) -> None:
+    """Raise when no field of ``term`` that selects (default: any field) is set, or an
+    exclusive field is set with another."""
     set_fields = {
         str(info.alias or name)
         for name, info in type(term).model_fields.items()
         if getattr(term, name) is not None
     }
-    if not set_fields:
-        names = [str(info.alias or name) for name, info in type(term).model_fields.items()]
-        raise ValueError(f"expected at least one, got none, [{_listed(tuple(names))}]")
+    if selecting is None:
+        selecting = tuple(str(info.alias or name) for name, info in type(term).model_fields.items())
+    if not set_fields & set(selecting):
+        raise ValueError(f"expected at least one, got none, [{_listed(selecting)}]")
     for field, others in exclusive.items():
         clash = sorted(set_fields & set(others))
         if field in set_fields and clash:
@@ -385,14 +395,15 @@ Alias = Annotated[
             ),
             cel(
                 f"self.split('@')[0] in [{_listed(_WINDOWS_ALIASES)}] "
-                "? self.split('@')[1] == 'latest' : true",
+                "? self.split('@', 2)[1] == 'latest' : true",
                 "windows families may only specify version 'latest'",
             ),
         )
     ),
 ]
 
-_AMI_FIELDS = ("alias", "tags", "id", "name", "owner", "ssmParameter")
+_AMI_SELECTING = ("alias", "tags", "id", "name", "ssmParameter")
+"""AMI term fields that select on their own (an owner only narrows the others)."""
 _AMI_EXCLUSIVE = {
     "id": ("alias", "tags", "name", "owner", "ssmParameter"),
     "alias": ("id", "tags", "name", "owner", "ssmParameter"),
@@ -405,7 +416,7 @@ class AMISelectorTerm(KubeModel):
     model_config = ConfigDict(
         json_schema_extra=KubeSchema(
             rules=(
-                _at_least_one(_AMI_FIELDS),
+                _at_least_one(_AMI_SELECTING),
                 *(
                     _exclusive(field, others, "amiSelectorTerms")
                     for field, others in _AMI_EXCLUSIVE.items()
@@ -425,14 +436,15 @@ class AMISelectorTerm(KubeModel):
     name: Annotated[str, Field(min_length=1)] | None = None
     """The AMI name (not the Name tag); without an owner, AMIs of 'self' and 'amazon' match."""
     owner: Annotated[str, Field(min_length=1)] | None = None
-    """The AMI owner: an account id, 'self', 'amazon' or 'aws-marketplace'."""
+    """The AMI owner: an account id, 'self', 'amazon' or 'aws-marketplace'; it narrows tags or
+    name, so it cannot select alone."""
     ssm_parameter: Annotated[str, Field(min_length=1)] | None = None
     """The name (or ARN) of an SSM parameter holding the AMI id."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:
         """Check the term sets a field, and an exclusive one alone."""
-        _check_term(self, _AMI_EXCLUSIVE, "amiSelectorTerms")
+        _check_term(self, _AMI_EXCLUSIVE, "amiSelectorTerms", _AMI_SELECTING)
         return self
 
 
@@ -1034,7 +1046,7 @@ def crd() -> dict[str, Any]:
         plural=PLURAL,
         version=VERSION,
         printer_columns=EC2NODECLASS_PRINTER_COLUMNS,
-        short_names=("ec2nc", "ec2ncs"),
+        short_names=SHORT_NAMES,
         categories=("karpenter",),
     )
 

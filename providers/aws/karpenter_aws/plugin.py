@@ -10,7 +10,14 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from karpenter_aws.labels import GROUP
-from karpenter_aws.nodeclass import KIND, PLURAL, VERSION, EC2NodeClass
+from karpenter_aws.nodeclass import (
+    EC2NODECLASS_PRINTER_COLUMNS,
+    KIND,
+    PLURAL,
+    SHORT_NAMES,
+    VERSION,
+    EC2NodeClass,
+)
 from karpenter_aws.settings import OPTIONS
 from karpenter_core.cloudprovider.plugin import (
     Capability,
@@ -61,6 +68,8 @@ def karpenter_register_providers() -> list[ProviderRecord]:
                     version=VERSION,
                     kind=KIND,
                     plural=PLURAL,
+                    printer_columns=[column.to_dict() for column in EC2NODECLASS_PRINTER_COLUMNS],
+                    short_names=SHORT_NAMES,
                 )
             ],
             options=OPTIONS,

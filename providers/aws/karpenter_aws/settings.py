@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from karpenter_core.apis.duration import DurationError, parse_duration
 from karpenter_core.cloudprovider.plugin import ProviderOption
@@ -70,18 +72,22 @@ OPTIONS = (
         env="NODECLASS_RESYNC_PERIOD",
     ),
     ProviderOption(
-        "batch-idle-duration",
+        "fleet-batch-idle-duration",
         "CreateFleet batching: launch once no identical request came for this long",
         default="35ms",
-        env="BATCH_IDLE_DURATION",
+        env="FLEET_BATCH_IDLE_DURATION",
     ),
     ProviderOption(
-        "batch-max-duration",
+        "fleet-batch-max-duration",
         "CreateFleet batching: launch at the latest this long after the first request",
         default="1s",
-        env="BATCH_MAX_DURATION",
+        env="FLEET_BATCH_MAX_DURATION",
     ),
 )
+
+
+_REGION = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+"""What botocore accepts as a region name, lower case."""
 
 
 class SettingsError(CloudProviderError):
@@ -124,30 +130,62 @@ class AWSSettings:
 
         return cls(
             cluster_name=get("cluster-name", str.strip),
-            region=get("region", str.strip),
+            region=get("region", _region),
             cluster_endpoint=get("cluster-endpoint", str.strip),
             cluster_ca_bundle=get("cluster-ca-bundle", str.strip),
             service_cidr=get("service-cidr", str.strip),
             interruption_queue=get("interruption-queue", str.strip),
-            endpoint_url=get("aws-endpoint-url", str.strip),
+            endpoint_url=get("aws-endpoint-url", _endpoint_url),
             vm_memory_overhead_percent=get("vm-memory-overhead-percent", _fraction),
             reserved_enis=get("reserved-enis", _non_negative_int),
             isolated_vpc=get("isolated-vpc", _bool),
             nodeclass_resync=get("nodeclass-resync-period", _duration),
-            batch_idle=get("batch-idle-duration", _duration),
-            batch_max=get("batch-max-duration", _duration),
+            batch_idle=get("fleet-batch-idle-duration", _duration),
+            batch_max=get("fleet-batch-max-duration", _duration),
         )
 
 
+def _region(text: str) -> str:
+    region = text.strip()
+    if region and _REGION.fullmatch(region) is None:
+        raise ValueError(f"{text!r} is not an AWS region name (e.g. us-east-1)")
+    return region
+
+
+def _endpoint_url(text: str) -> str:
+    url = text.strip()
+    if url and not _is_http_url(url):
+        raise ValueError(f"{text!r} is not an http(s) URL (e.g. http://localhost:5000)")
+    return url
+
+
+def _is_http_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        return (
+            parts.scheme in ("http", "https")
+            and bool(parts.hostname)
+            and (parts.port is None or parts.port > 0)
+        )
+    except ValueError:  # a malformed IPv6 host or port
+        return False
+
+
 def _fraction(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
     if not 0 <= value < 1:
         raise ValueError(f"{text!r} is not a fraction between 0 and 1 (e.g. 0.075)")
     return value
 
 
 def _non_negative_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number") from None
     if value < 0:
         raise ValueError(f"{value} is negative")
     return value
