@@ -293,17 +293,24 @@ def test_launch_failures_map_as_upstream() -> None:
     assert other.reason == "LaunchFailed" and len(other.message) == 300
 
 
-def test_launched_keeps_the_nodeclaims_own_labels() -> None:
-    claim = _claim(metadata={"labels": {"karpenter.sh/nodepool": "default", "team": "mine"}})
+def test_launched_keeps_the_nodeclaims_own_labels_and_adds_the_providers_annotations() -> None:
+    claim = _claim(
+        metadata={
+            "labels": {"karpenter.sh/nodepool": "default", "team": "mine"},
+            "annotations": {"note": "mine", "example.com/hash": "old"},
+        }
+    )
     created = claim.model_copy(deep=True)
     created.metadata.labels = {
         "team": "provider",
         "kubernetes.io/hostname": "h",
         "topology.kubernetes.io/zone": "zone-a",
     }
+    created.metadata.annotations = {"example.com/hash": "42"}
     created.status.provider_id = "p://1"
-    labels, fields = launched(claim, created)
+    labels, annotations, fields = launched(claim, created)
     assert labels["team"] == "mine" and labels["topology.kubernetes.io/zone"] == "zone-a"
+    assert annotations == {"note": "mine", "example.com/hash": "42"}
     assert "kubernetes.io/hostname" not in labels
     assert fields == {"providerID": "p://1"}
 

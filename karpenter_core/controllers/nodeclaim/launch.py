@@ -38,18 +38,23 @@ def launch_failure(error: Exception) -> LaunchFailure:
     return LaunchFailure(False, "LaunchFailed", message[:MESSAGE_LIMIT])
 
 
-def launched(nodeclaim: NodeClaim, created: NodeClaim) -> tuple[dict[str, str], dict[str, Any]]:
-    """The labels and status fields to write after a successful create.
+def launched(
+    nodeclaim: NodeClaim, created: NodeClaim
+) -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
+    """The labels, annotations and status fields to write after a successful create.
 
     The provider's labels (zone, capacity type, instance type) are added; the NodeClaim's own
-    labels win, as upstream. The hostname label belongs to the Node, not the NodeClaim.
+    labels win, as upstream. The hostname label belongs to the Node, not the NodeClaim. The
+    provider's annotations (e.g. its NodeClass hash, which drift compares) win over the
+    NodeClaim's.
     """
     labels = {k: v for k, v in created.metadata.labels.items() if k != wk.HOSTNAME}
     labels.update(nodeclaim.metadata.labels)
+    annotations = {**nodeclaim.metadata.annotations, **created.metadata.annotations}
     status = created.status.model_dump(mode="json", by_alias=True, exclude_none=True)
     fields = {
         key: status[key]
         for key in ("providerID", "imageID", "capacity", "allocatable")
         if status.get(key)
     }
-    return labels, fields
+    return labels, annotations, fields

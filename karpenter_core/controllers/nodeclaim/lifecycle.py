@@ -205,14 +205,14 @@ class LifecycleController(LoopController):
 
             patch_status(context, path, manifest, unknown)
             return context.settings.nodeclaim_requeue
-        labels, fields = launched(nodeclaim, created)
-        if labels != nodeclaim.metadata.labels:
-            manifest = (
-                update_metadata(
-                    context, path, manifest, lambda meta: meta.__setitem__("labels", labels)
-                )
-                or manifest
-            )
+        labels, annotations, fields = launched(nodeclaim, created)
+        if labels != nodeclaim.metadata.labels or annotations != nodeclaim.metadata.annotations:
+
+            def add(meta: dict[str, Any]) -> None:
+                meta["labels"] = labels
+                meta["annotations"] = annotations
+
+            manifest = update_metadata(context, path, manifest, add) or manifest
 
         def mark(status: dict[str, Any]) -> None:
             now = context.now()

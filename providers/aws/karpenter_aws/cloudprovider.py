@@ -1,0 +1,823 @@
+"""The AWS cloud provider: EC2 instances launched with CreateFleet for EC2NodeClasses.
+
+``AWSCloudProvider.from_context`` builds it. With a cluster (``kube_client``) or AWS clients it
+is live: the catalog reads EC2, EC2NodeClasses are read from the apiserver and ``create``
+launches instances. Without either it is offline (``karpenter simulate``): the catalog is the
+packaged data and nothing can be launched.
+
+A launch takes the cheapest instance types the NodeClaim allows (at most 60), groups them by AMI
+(from the EC2NodeClass's ``status.amis``) and pod capacity into launch templates, and asks
+CreateFleet for one instance of any of them, in one subnet per zone. Offerings EC2 has no
+capacity for are kept out for a while (``UnavailableOfferings``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from kubernetes import client as k8s
+from pydantic import ValidationError
+
+from karpenter_aws.amis import map_to_instance_types
+from karpenter_aws.catalog import InstanceTypeCatalog
+from karpenter_aws.clients import AWSClients
+from karpenter_aws.fleet import (
+    FleetBatcher,
+    FleetOutcome,
+    TemplateOverrides,
+    capacity_type_for,
+    compatible_instance_types,
+    fleet_failure,
+    fleet_request,
+    launch_template_config,
+    offerings_for,
+)
+from karpenter_aws.instances import Instance, Instances, instance_id_of, provider_id
+from karpenter_aws.instancetype import RESOURCE_EFA
+from karpenter_aws.labels import (
+    ANNOTATION_INSTANCE_PROFILE,
+    LABEL_NODECLASS,
+    LABEL_TOPOLOGY_ZONE_ID,
+    TAG_EKS_CLUSTER_NAME,
+    TAG_NAME,
+    TAG_NODECLAIM,
+    TAG_NODECLASS,
+    TAG_NODEPOOL,
+    cluster_tag,
+)
+from karpenter_aws.launchtemplates import NOT_FOUND_CODES, LaunchTemplateConfig, LaunchTemplates
+from karpenter_aws.nodeclass import (
+    GROUP,
+    HASH_ANNOTATION,
+    HASH_VERSION,
+    HASH_VERSION_ANNOTATION,
+    KIND,
+    PLURAL,
+    VERSION,
+    EC2NodeClass,
+    nodeclass_hash,
+)
+from karpenter_aws.pricing import PriceBook
+from karpenter_aws.settings import AWSSettings
+from karpenter_aws.subnets import ZonalSubnets
+from karpenter_aws.unavailable import UnavailableOfferings
+from karpenter_aws.userdata import BootstrapOptions, UserDataError, build_user_data
+from karpenter_core.apis import labels as wk
+from karpenter_core.apis.quantity import to_milli
+from karpenter_core.apis.v1.common import CONDITION_READY
+from karpenter_core.apis.v1.nodeclaim import NodeClaim
+from karpenter_core.cloudprovider.plugin import ProviderContext
+from karpenter_core.cloudprovider.types import (
+    CloudProviderError,
+    CreateError,
+    InstanceType,
+    InsufficientCapacity,
+    NodeClaimNotFound,
+    NodeClassNotReady,
+    NodeClassReadiness,
+    RepairPolicy,
+)
+from karpenter_core.scheduling.requirements import Requirements
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from karpenter_core.apis.v1.nodepool import NodePool
+
+__all__ = [
+    "NODE_CLASS_TTL",
+    "PRICE_REFRESH",
+    "AWSCloudProvider",
+    "ClusterInfo",
+    "NodeClasses",
+    "cluster_dns_ip",
+    "launch_tags",
+    "node_labels",
+]
+
+log = logging.getLogger("karpenter.aws")
+
+NODE_CLASS_TTL = timedelta(seconds=3)
+"""How long an EC2NodeClass read from the apiserver is reused (creates always read afresh)."""
+PRICE_REFRESH = timedelta(hours=12)
+"""How often on-demand and spot prices are read again (live catalogs only)."""
+
+_DRIFT_NODECLASS = "NodeClassDrift"
+_DRIFT_AMI = "AMIDrift"
+_DRIFT_SECURITY_GROUP = "SecurityGroupDrift"
+_DRIFT_SUBNET = "SubnetDrift"
+_TERMINATING = frozenset({"shutting-down", "terminated"})
+_RESTRICTED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
+
+
+class NodeClasses:
+    """EC2NodeClasses read from the apiserver, each reused for ``ttl``.
+
+    ``get`` returns None for one that does not exist or is being deleted (as upstream, a
+    deleting EC2NodeClass launches nothing), and always None without a cluster.
+    """
+
+    def __init__(self, kube_client: Any, ttl: timedelta = NODE_CLASS_TTL) -> None:
+        self._api = None if kube_client is None else k8s.CustomObjectsApi(kube_client)
+        self._ttl = ttl.total_seconds()
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[float, EC2NodeClass | None]] = {}
+
+    @property
+    def connected(self) -> bool:
+        """Whether there is a cluster to read EC2NodeClasses from."""
+        return self._api is not None
+
+    def get(self, name: str, fresh: bool = False) -> EC2NodeClass | None:
+        """The EC2NodeClass ``name``; ``NodeClassNotReady`` when it is not a valid one."""
+        if self._api is None:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(name)
+        if cached is not None and not fresh and now - cached[0] < self._ttl:
+            return cached[1]
+        node_class = self._read(name)
+        with self._lock:
+            self._cache[name] = (now, node_class)
+        return node_class
+
+    def _read(self, name: str) -> EC2NodeClass | None:
+        assert self._api is not None
+        try:
+            response = self._api.get_cluster_custom_object(
+                GROUP, VERSION, PLURAL, name, _preload_content=False
+            )
+        except k8s.ApiException as error:
+            if error.status == 404:
+                return None
+            raise CloudProviderError(
+                f"reading {KIND} {name!r}: {error.status} {error.reason}"
+            ) from None
+        try:
+            node_class = EC2NodeClass.from_manifest(json.loads(response.data))
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
+            )
+            raise NodeClassNotReady(f"{KIND} {name!r} is not valid: {problems}") from None
+        if node_class.metadata.deletion_timestamp is not None:
+            return None
+        return node_class
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    """What nodes need to join the cluster."""
+
+    endpoint: str
+    ca_bundle: str
+    service_cidr: str
+
+    @property
+    def cluster_dns(self) -> tuple[str, ...]:
+        """The cluster DNS address: the tenth address of the service CIDR (EKS's kube-dns)."""
+        address = cluster_dns_ip(self.service_cidr)
+        return (address,) if address else ()
+
+
+def cluster_dns_ip(service_cidr: str) -> str | None:
+    """The tenth address of ``service_cidr``, or None when it is not a CIDR."""
+    try:
+        network = ipaddress.ip_network(service_cidr.strip(), strict=False)
+    except ValueError:
+        return None
+    return str(network[10]) if network.num_addresses > 10 else None
+
+
+def launch_tags(cluster_name: str, node_class: EC2NodeClass, nodepool: str) -> dict[str, str]:
+    """Tags of everything launched for ``node_class``: its ``spec.tags`` and Karpenter's own."""
+    return {
+        **node_class.spec.tags,
+        cluster_tag(cluster_name): "owned",
+        TAG_NODEPOOL: nodepool,
+        TAG_EKS_CLUSTER_NAME: cluster_name,
+        TAG_NODECLASS: node_class.metadata.name or "",
+    }
+
+
+def node_labels(labels: Mapping[str, str], capacity_type: str) -> dict[str, str]:
+    """Labels the kubelet registers the node with: the NodeClaim's and the capacity type,
+    without those node admission refuses (``kubernetes.io`` and ``k8s.io`` domains)."""
+    out = {}
+    for key, value in {**labels, wk.CAPACITY_TYPE: capacity_type}.items():
+        domain = wk.label_domain(key)
+        if any(domain == d or domain.endswith("." + d) for d in _RESTRICTED_LABEL_DOMAINS):
+            continue
+        out[key] = value
+    return out
+
+
+def _requirements(nodeclaim: NodeClaim) -> Requirements:
+    return Requirements.from_node_selector(
+        r.model_dump(by_alias=True, exclude_none=True) for r in nodeclaim.spec.requirements
+    )
+
+
+def _code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def _message(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Message", ""))
+
+
+class AWSCloudProvider:
+    """Launches, lists, drifts and terminates EC2 instances for Karpenter."""
+
+    name = "aws"
+
+    def __init__(
+        self,
+        settings: AWSSettings,
+        clients: AWSClients,
+        catalog: InstanceTypeCatalog,
+        unavailable: UnavailableOfferings,
+        node_classes: NodeClasses,
+        context: ProviderContext,
+    ) -> None:
+        self.settings = settings
+        self.clients = clients
+        self.catalog = catalog
+        self.unavailable = unavailable
+        self.node_classes = node_classes
+        self._context = context
+        self._lock = threading.Lock()
+        self._cluster_info: ClusterInfo | None = None
+        self._prices_due: datetime | None = None
+        self._launcher: _Launcher | None = None
+
+    @classmethod
+    def from_context(cls, context: ProviderContext) -> AWSCloudProvider:
+        """The factory: live with a cluster or AWS clients, offline (packaged catalog) without."""
+        settings = AWSSettings.from_mapping(context.settings)
+        clients = AWSClients(settings, context.clients)
+        unavailable = UnavailableOfferings(clock=context.clock)
+        if context.kube_client is None and not context.clients:
+            catalog = InstanceTypeCatalog.offline(settings, unavailable)
+        else:
+            prices = PriceBook(clients.region, isolated_vpc=settings.isolated_vpc)
+            catalog = InstanceTypeCatalog.live(
+                settings, clients.ec2, prices, unavailable, context.clock
+            )
+        return cls(
+            settings, clients, catalog, unavailable, NodeClasses(context.kube_client), context
+        )
+
+    # -- catalog ------------------------------------------------------------------------------
+
+    def get_instance_types(self, nodepool: NodePool) -> list[InstanceType]:
+        """The instance types of the NodePool's EC2NodeClass; none when it is missing. Without a
+        cluster (offline, or AWS clients only), the whole catalog for all zones of the region."""
+        if not self.catalog.is_live:
+            return list(self.catalog.instance_types(None))
+        self._refresh_prices_when_due()
+        if not self.node_classes.connected:
+            return list(self.catalog.instance_types(None))
+        node_class = self._node_class_of(nodepool)
+        if node_class is None:
+            return []
+        return list(self.catalog.instance_types(node_class))
+
+    def refresh_prices(self) -> None:
+        """Read on-demand (unless in an isolated VPC) and spot prices now; failures are logged
+        and the previous prices kept."""
+        with self._lock:
+            self._prices_due = self._context.clock() + PRICE_REFRESH
+        prices = self.catalog.prices
+        if not self.settings.isolated_vpc:
+            prices.refresh_on_demand(self.clients.pricing)
+        prices.refresh_spot(self.clients.ec2)
+
+    def _refresh_prices_when_due(self) -> None:
+        with self._lock:
+            due = self._prices_due is None or self._context.clock() >= self._prices_due
+            if due:
+                self._prices_due = self._context.clock() + PRICE_REFRESH
+        if due:
+            threading.Thread(target=self._refresh_quietly, name="aws-prices", daemon=True).start()
+
+    def _refresh_quietly(self) -> None:
+        try:
+            self.refresh_prices()
+        except Exception as error:  # a background refresh must not die loudly; prices stay
+            log.warning("refreshing EC2 prices failed: %s", error)
+
+    # -- launch -------------------------------------------------------------------------------
+
+    def create(self, nodeclaim: NodeClaim) -> NodeClaim:
+        """Launch an instance for the NodeClaim (or find the one launched for it before)."""
+        launcher = self._launch_parts()
+        name = nodeclaim.metadata.name or ""
+        node_class = self._ready_node_class(nodeclaim)
+        existing = launcher.instances.find_for_nodeclaim(name)
+        if existing is not None:
+            log.info(
+                "found the instance launched before",
+                extra={"nodeclaim": name, "instance_id": existing.id},
+            )
+            return self._created(nodeclaim, node_class, existing)
+        requirements = _requirements(nodeclaim)
+        requests = {k: to_milli(v) for k, v in nodeclaim.spec.resources.requests.items()}
+        instance_types = compatible_instance_types(
+            self.catalog.instance_types(node_class), requirements, requests
+        )
+        if not instance_types:
+            raise InsufficientCapacity(
+                f"no instance type of {KIND} {node_class.metadata.name!r} meets the requirements "
+                f"and requests of NodeClaim {name!r} with an available offering"
+            )
+        capacity_type = capacity_type_for(requirements, instance_types)
+        outcome = self._launch(launcher, nodeclaim, node_class, instance_types, capacity_type)
+        for error in outcome.errors:
+            if error.insufficient_capacity and error.instance_type and error.zone:
+                self.unavailable.mark(capacity_type, error.instance_type, error.zone, error.code)
+            if error.code == "InsufficientFreeAddressesInSubnet" and error.subnet_id:
+                launcher.subnets.mark_exhausted(error.subnet_id)
+        if outcome.instance is None:
+            raise fleet_failure(outcome.errors, name)
+        launched = outcome.instance
+        instance = Instance(
+            id=launched.instance_id,
+            instance_type=launched.instance_type,
+            zone=launched.zone,
+            state="pending",
+            image_id=launched.image_id,
+            subnet_id=launched.subnet_id,
+            security_group_ids=(),
+            capacity_type=launched.capacity_type,
+            tags={},
+            launch_time=self._context.clock(),
+        )
+        log.info(
+            "launched instance",
+            extra={
+                "nodeclaim": name,
+                "instance_id": instance.id,
+                "instance_type": instance.instance_type,
+                "zone": instance.zone,
+                "capacity_type": instance.capacity_type,
+            },
+        )
+        return self._created(nodeclaim, node_class, instance)
+
+    def _launch_parts(self) -> _Launcher:
+        if not self.catalog.is_live:
+            raise CloudProviderError(
+                "the aws provider is offline (no cluster and no AWS clients): it serves the "
+                "packaged instance types only; launching and listing instances need AWS"
+            )
+        if not self.settings.cluster_name:
+            raise CloudProviderError(
+                "the aws provider needs the cluster name to launch instances: set "
+                "--cluster-name (CLUSTER_NAME)"
+            )
+        with self._lock:
+            if self._launcher is None:
+                ec2 = self.clients.ec2
+                self._launcher = _Launcher(
+                    instances=Instances(ec2, self.settings.cluster_name),
+                    templates=LaunchTemplates(ec2, self.settings.cluster_name, self._context.clock),
+                    subnets=ZonalSubnets(ec2, self._context.clock),
+                    batcher=FleetBatcher(ec2, self.settings.batch_idle, self.settings.batch_max),
+                )
+            return self._launcher
+
+    def _ready_node_class(self, nodeclaim: NodeClaim) -> EC2NodeClass:
+        ref = nodeclaim.spec.node_class_ref
+        if (ref.group, ref.kind) != (GROUP, KIND):
+            raise NodeClassNotReady(
+                f"NodeClaim {nodeclaim.metadata.name!r} references {ref.kind} ({ref.group}); "
+                f"the aws provider reads {KIND} ({GROUP})"
+            )
+        if not self.node_classes.connected:
+            raise CloudProviderError(
+                f"no cluster to read {KIND} {ref.name!r} from: launching needs a Kubernetes client"
+            )
+        node_class = self.node_classes.get(ref.name, fresh=True)
+        if node_class is None:
+            raise InsufficientCapacity(f"{KIND} {ref.name!r} not found")
+        ready = next((c for c in node_class.status.conditions if c.type == CONDITION_READY), None)
+        if ready is None or ready.status == "Unknown":
+            raise CreateError(
+                "NodeClassReadinessUnknown",
+                f"{KIND} {ref.name!r} is not resolved yet"
+                + (f": {ready.message}" if ready is not None and ready.message else ""),
+            )
+        if ready.status == "False":
+            raise NodeClassNotReady(
+                f"{KIND} {ref.name!r} is not ready: {ready.message or ready.reason}"
+            )
+        generation = node_class.metadata.generation
+        if generation is not None and ready.observed_generation not in (None, generation):
+            raise NodeClassNotReady(
+                f"{KIND} {ref.name!r}: status has not been reconciled against the latest spec"
+            )
+        return node_class
+
+    def _launch(
+        self,
+        launcher: _Launcher,
+        nodeclaim: NodeClaim,
+        node_class: EC2NodeClass,
+        instance_types: Sequence[InstanceType],
+        capacity_type: str,
+    ) -> FleetOutcome:
+        name = nodeclaim.metadata.name or ""
+        tags = launch_tags(
+            self.settings.cluster_name, node_class, nodeclaim.metadata.labels.get(wk.NODEPOOL, "")
+        )
+        own_tags = {TAG_NODECLAIM: name}
+        if TAG_NAME not in node_class.spec.tags:
+            own_tags[TAG_NAME] = name
+        for attempt in range(2):
+            templates = self._templates(
+                launcher, nodeclaim, node_class, instance_types, capacity_type, tags
+            )
+            subnets = self._subnets(launcher, node_class)
+            configs = [
+                config
+                for config in (launch_template_config(t, subnets) for t in templates)
+                if config is not None
+            ]
+            if not configs:
+                raise CreateError(
+                    "NoSubnetForOfferings",
+                    f"no subnet of {KIND} {node_class.metadata.name!r} is in a zone where the "
+                    f"instance types for NodeClaim {name!r} are offered",
+                )
+            request = fleet_request(capacity_type, configs, tags)
+            try:
+                return launcher.batcher.launch(request, own_tags, capacity_type)
+            except ClientError as error:
+                code = _code(error)
+                if code in NOT_FOUND_CODES and attempt == 0:
+                    for template in templates:
+                        launcher.templates.invalidate(template.template_name)
+                    continue
+                raise CreateError(
+                    code or "CreateFleetFailed",
+                    f"creating a fleet for NodeClaim {name!r}: {code}: {_message(error)}",
+                ) from None
+            except BotoCoreError as error:
+                raise CreateError(
+                    "CreateFleetFailed", f"creating a fleet for NodeClaim {name!r}: {error}"
+                ) from None
+        raise AssertionError("unreachable")
+
+    def _subnets(self, launcher: _Launcher, node_class: EC2NodeClass) -> dict[str, str]:
+        ids = [s.id for s in node_class.status.subnets]
+        try:
+            zonal = launcher.subnets.get(ids)
+        except (ClientError, BotoCoreError) as error:
+            raise CreateError(
+                "SubnetResolutionFailed",
+                f"describing the subnets of {KIND} {node_class.metadata.name!r}: {error}",
+            ) from None
+        return {zone: subnet.id for zone, subnet in zonal.items()}
+
+    def _templates(
+        self,
+        launcher: _Launcher,
+        nodeclaim: NodeClaim,
+        node_class: EC2NodeClass,
+        instance_types: Sequence[InstanceType],
+        capacity_type: str,
+        tags: Mapping[str, str],
+    ) -> list[TemplateOverrides]:
+        """One launch template per (AMI, pod capacity), with its types' offerings."""
+        node_class_name = node_class.metadata.name or ""
+        by_ami = map_to_instance_types(instance_types, node_class.status.amis)
+        if not by_ami:
+            raise CreateError(
+                "NoCompatibleAMI",
+                f"no AMI of {KIND} {node_class_name!r} ("
+                + ", ".join(a.id for a in node_class.status.amis)
+                + ") fits the instance types NodeClaim "
+                f"{nodeclaim.metadata.name!r} allows",
+            )
+        groups: dict[tuple[str, int], list[InstanceType]] = {}
+        for ami_id, types in by_ami.items():
+            for instance_type in types:
+                pods = instance_type.capacity.get("pods", 0) // 1000
+                groups.setdefault((ami_id, pods), []).append(instance_type)
+        cluster = self._cluster()
+        requirements = _requirements(nodeclaim)
+        labels = node_labels(nodeclaim.metadata.labels, capacity_type)
+        taints = [*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints]
+        rank = {t.name: i for i, t in enumerate(instance_types)}
+        out = []
+        for (ami_id, pods), types in sorted(
+            groups.items(), key=lambda item: min(rank[t.name] for t in item[1])
+        ):
+            options = BootstrapOptions.for_node_class(
+                node_class,
+                cluster_name=self.settings.cluster_name,
+                cluster_endpoint=cluster.endpoint,
+                ca_bundle=cluster.ca_bundle or None,
+                service_cidr=cluster.service_cidr or None,
+                cluster_dns=cluster.cluster_dns,
+                labels=labels,
+                taints=taints,
+                max_pods=pods,
+            )
+            try:
+                user_data = build_user_data(node_class.resolved_ami_family(), options)
+            except (UserDataError, ValueError) as error:
+                raise CreateError("UserDataInvalid", str(error)) from None
+            config = LaunchTemplateConfig.build(node_class, ami_id, user_data, tags)
+            template = launcher.templates.ensure(config)
+            pairs = tuple(
+                (t.name, o.zone)
+                for t in sorted(types, key=lambda t: rank[t.name])
+                for o in offerings_for(t, requirements, capacity_type)
+            )
+            if pairs:
+                out.append(TemplateOverrides(template, ami_id, pairs))
+        return out
+
+    def _cluster(self) -> ClusterInfo:
+        """The cluster endpoint, CA and service CIDR: the settings, else EKS DescribeCluster."""
+        with self._lock:
+            if self._cluster_info is not None:
+                return self._cluster_info
+        settings = self.settings
+        endpoint = settings.cluster_endpoint
+        ca_bundle = settings.cluster_ca_bundle
+        service_cidr = settings.service_cidr
+        if not (endpoint and ca_bundle and service_cidr):
+            try:
+                cluster = self.clients.eks.describe_cluster(name=settings.cluster_name)["cluster"]
+            except (ClientError, BotoCoreError) as error:
+                if not endpoint:
+                    raise CreateError(
+                        "ClusterDiscoveryFailed",
+                        f"reading EKS cluster {settings.cluster_name!r} for its endpoint: "
+                        f"{error}; or set --cluster-endpoint (CLUSTER_ENDPOINT)",
+                    ) from None
+                log.warning("reading EKS cluster %s failed: %s", settings.cluster_name, error)
+                cluster = {}
+            network = cluster.get("kubernetesNetworkConfig") or {}
+            endpoint = endpoint or cluster.get("endpoint") or ""
+            ca_bundle = ca_bundle or (cluster.get("certificateAuthority") or {}).get("data") or ""
+            service_cidr = (
+                service_cidr
+                or network.get("serviceIpv4Cidr")
+                or network.get("serviceIpv6Cidr")
+                or ""
+            )
+        info = ClusterInfo(endpoint, ca_bundle, service_cidr)
+        with self._lock:
+            self._cluster_info = info
+        return info
+
+    def _created(
+        self, nodeclaim: NodeClaim, node_class: EC2NodeClass, instance: Instance
+    ) -> NodeClaim:
+        claim = nodeclaim.model_copy(deep=True)
+        types = {t.name: t for t in self.catalog.instance_types(node_class)}
+        requested = set(nodeclaim.spec.resources.requests)
+        labels = self._labels(instance, types.get(instance.instance_type), node_class)
+        claim.metadata.labels = {**labels, **nodeclaim.metadata.labels}
+        claim.metadata.annotations = {
+            **nodeclaim.metadata.annotations,
+            HASH_ANNOTATION: nodeclass_hash(node_class.spec),
+            HASH_VERSION_ANNOTATION: HASH_VERSION,
+            ANNOTATION_INSTANCE_PROFILE: node_class.status.instance_profile or "",
+        }
+        self._fill_status(claim, instance, types.get(instance.instance_type), requested)
+        return claim
+
+    def _labels(
+        self,
+        instance: Instance,
+        instance_type: InstanceType | None,
+        node_class: EC2NodeClass | None,
+    ) -> dict[str, str]:
+        labels = dict(instance_type.requirements.labels()) if instance_type else {}
+        labels[wk.INSTANCE_TYPE] = instance.instance_type
+        labels[wk.TOPOLOGY_ZONE] = instance.zone
+        labels[wk.CAPACITY_TYPE] = instance.capacity_type
+        zone_id = ""
+        if node_class is not None:
+            zone_id = next(
+                (s.zone_id or "" for s in node_class.status.subnets if s.zone == instance.zone), ""
+            )
+        zone_id = zone_id or self.catalog.zones().get(instance.zone, "")
+        if zone_id:
+            labels[LABEL_TOPOLOGY_ZONE_ID] = zone_id
+        else:
+            labels.pop(LABEL_TOPOLOGY_ZONE_ID, None)
+        node_class_name = (
+            node_class.metadata.name if node_class else instance.tags.get(TAG_NODECLASS)
+        )
+        if node_class_name:
+            labels[LABEL_NODECLASS] = node_class_name
+        return labels
+
+    @staticmethod
+    def _fill_status(
+        claim: NodeClaim,
+        instance: Instance,
+        instance_type: InstanceType | None,
+        requested: Iterable[str],
+    ) -> None:
+        claim.status.provider_id = provider_id(instance.zone, instance.id)
+        claim.status.image_id = instance.image_id or None
+        if instance_type is None:
+            return
+        keep_efa = RESOURCE_EFA in set(requested)
+
+        def shown(resources: Mapping[str, int]) -> dict[str, Fraction]:
+            return {
+                name: Fraction(amount, 1000)
+                for name, amount in resources.items()
+                if amount and (name != RESOURCE_EFA or keep_efa)
+            }
+
+        claim.status.capacity = shown(instance_type.capacity)
+        claim.status.allocatable = shown(instance_type.allocatable)
+
+    # -- get, list, delete ----------------------------------------------------------------------
+
+    def get(self, provider_id: str) -> NodeClaim:
+        """The instance behind ``provider_id`` as a NodeClaim; ``NodeClaimNotFound`` once gone."""
+        launcher = self._launch_parts()
+        instance = launcher.instances.get(instance_id_of(provider_id))
+        return self._view(instance, {})
+
+    def list(self) -> list[NodeClaim]:
+        """Every live instance of the cluster tagged with a NodePool, as NodeClaims."""
+        launcher = self._launch_parts()
+        instances = launcher.instances.list()
+        types: dict[str, dict[str, InstanceType]] = {}
+        return [self._view(instance, types) for instance in instances]
+
+    def delete(self, nodeclaim: NodeClaim) -> None:
+        """Start terminating the instance; ``NodeClaimNotFound`` once it is gone."""
+        launcher = self._launch_parts()
+        instance_id = instance_id_of(nodeclaim.status.provider_id)
+        instance = launcher.instances.terminate(instance_id)
+        if instance.state != "shutting-down":
+            log.info(
+                "terminating instance",
+                extra={"nodeclaim": nodeclaim.metadata.name, "instance_id": instance_id},
+            )
+
+    def _view(self, instance: Instance, types: dict[str, dict[str, InstanceType]]) -> NodeClaim:
+        """An instance as a NodeClaim (``types``: instance types by EC2NodeClass, filled lazily)."""
+        node_class_name = instance.tags.get(TAG_NODECLASS, "")
+        try:
+            node_class = self.node_classes.get(node_class_name) if node_class_name else None
+        except NodeClassNotReady:
+            node_class = None
+        if node_class_name not in types:
+            types[node_class_name] = {t.name: t for t in self.catalog.instance_types(node_class)}
+        instance_type = types[node_class_name].get(instance.instance_type)
+        labels = self._labels(instance, instance_type, node_class)
+        nodepool = instance.tags.get(TAG_NODEPOOL)
+        if nodepool:
+            labels[wk.NODEPOOL] = nodepool
+        claim = NodeClaim.model_validate(
+            {
+                "metadata": {
+                    "name": instance.tags.get(TAG_NODECLAIM) or instance.id,
+                    "labels": labels,
+                    "creationTimestamp": instance.launch_time,
+                    "deletionTimestamp": (
+                        self._context.clock() if instance.state in _TERMINATING else None
+                    ),
+                },
+                "spec": {
+                    "requirements": [],
+                    "nodeClassRef": {
+                        "group": GROUP,
+                        "kind": KIND,
+                        "name": node_class_name or "unknown",
+                    },
+                },
+            }
+        )
+        self._fill_status(claim, instance, instance_type, ())
+        return claim
+
+    # -- drift, repair, node classes ----------------------------------------------------------
+
+    def is_drifted(self, nodeclaim: NodeClaim) -> str:
+        """Why the instance no longer matches its EC2NodeClass: NodeClassDrift (the hashed spec
+        changed), AMIDrift, SecurityGroupDrift or SubnetDrift; "" when it still matches."""
+        if not self.catalog.is_live:
+            return ""
+        ref = nodeclaim.spec.node_class_ref
+        if (ref.group, ref.kind) != (GROUP, KIND):
+            return ""
+        node_class = self.node_classes.get(ref.name)
+        if node_class is None:
+            return ""
+        annotations = nodeclaim.metadata.annotations
+        claimed = annotations.get(HASH_ANNOTATION)
+        if (
+            claimed is not None
+            and annotations.get(HASH_VERSION_ANNOTATION) == HASH_VERSION
+            and claimed != nodeclass_hash(node_class.spec)
+        ):
+            return _DRIFT_NODECLASS
+        if self._ami_drifted(nodeclaim, node_class):
+            return _DRIFT_AMI
+        try:
+            instance = self._launch_parts().instances.get(
+                instance_id_of(nodeclaim.status.provider_id)
+            )
+        except NodeClaimNotFound:
+            return ""
+        groups = {g.id for g in node_class.status.security_groups}
+        if groups and groups != set(instance.security_group_ids):
+            return _DRIFT_SECURITY_GROUP
+        subnets = {s.id for s in node_class.status.subnets}
+        if subnets and instance.subnet_id not in subnets:
+            return _DRIFT_SUBNET
+        return ""
+
+    def _ami_drifted(self, nodeclaim: NodeClaim, node_class: EC2NodeClass) -> bool:
+        image_id = nodeclaim.status.image_id
+        type_name = nodeclaim.metadata.labels.get(wk.INSTANCE_TYPE)
+        if not image_id or not type_name or not node_class.status.amis:
+            return False
+        instance_type = next(
+            (t for t in self.catalog.instance_types(node_class) if t.name == type_name), None
+        )
+        if instance_type is None:
+            return False
+        return image_id not in map_to_instance_types([instance_type], node_class.status.amis)
+
+    def repair_policies(self) -> list[RepairPolicy]:
+        """Upstream's: the kubelet's Ready condition, and the EKS node monitoring agent's."""
+        minutes = timedelta(minutes=1)
+        return [
+            RepairPolicy("Ready", "False", 30 * minutes),
+            RepairPolicy("Ready", "Unknown", 30 * minutes),
+            RepairPolicy("AcceleratedHardwareReady", "False", 10 * minutes),
+            RepairPolicy("StorageReady", "False", 30 * minutes),
+            RepairPolicy("NetworkingReady", "False", 30 * minutes),
+            RepairPolicy("KernelReady", "False", 30 * minutes),
+            RepairPolicy("ContainerRuntimeReady", "False", 30 * minutes),
+        ]
+
+    def supported_node_classes(self) -> list[type[BaseModel]]:
+        """EC2NodeClass."""
+        return [EC2NodeClass]
+
+    def node_class_readiness(self, nodepool: NodePool) -> NodeClassReadiness:
+        """Whether the NodePool's EC2NodeClass exists and is Ready (always ready offline)."""
+        if not self.catalog.is_live:
+            return NodeClassReadiness(ready=True)
+        ref = nodepool.spec.template.spec.node_class_ref
+        if (ref.group, ref.kind) != (GROUP, KIND):
+            return NodeClassReadiness(
+                False, f"the aws provider reads {KIND} ({GROUP}), not {ref.kind} ({ref.group})"
+            )
+        try:
+            node_class = self.node_classes.get(ref.name)
+        except CloudProviderError as error:
+            return NodeClassReadiness(False, str(error))
+        if node_class is None:
+            return NodeClassReadiness(False, f"{KIND} {ref.name!r} not found")
+        reason = node_class.not_ready_reason()
+        if reason is not None:
+            return NodeClassReadiness(False, reason)
+        return NodeClassReadiness(ready=True)
+
+    def _node_class_of(self, nodepool: NodePool) -> EC2NodeClass | None:
+        ref = nodepool.spec.template.spec.node_class_ref
+        if (ref.group, ref.kind) != (GROUP, KIND):
+            return None
+        try:
+            return self.node_classes.get(ref.name)
+        except NodeClassNotReady as error:
+            log.warning("%s", error)
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Launcher:
+    """The parts of a live provider that talk to EC2 for launches."""
+
+    instances: Instances
+    templates: LaunchTemplates
+    subnets: ZonalSubnets
+    batcher: FleetBatcher

@@ -1,0 +1,403 @@
+"""CreateFleet: choosing what to ask for, building the request, batching, reading the answer.
+
+Everything but ``FleetBatcher`` is pure. A request names the cheapest compatible instance types
+(at most ``MAX_INSTANCE_TYPES``), one override per type and zone with a subnet, and EC2 picks the
+offering (price-capacity-optimized for spot, lowest price for on-demand). Identical concurrent
+requests are sent as one CreateFleet for N instances, as upstream's batcher does.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from karpenter_core.apis import labels as wk
+from karpenter_core.cloudprovider.types import (
+    CloudProviderError,
+    CreateError,
+    InstanceType,
+    InsufficientCapacity,
+    Offering,
+)
+from karpenter_core.scheduling.requirements import Requirement, Requirements
+
+__all__ = [
+    "ICE_ERROR_CODES",
+    "MAX_INSTANCE_TYPES",
+    "FleetBatcher",
+    "FleetError",
+    "FleetOutcome",
+    "LaunchedInstance",
+    "TemplateOverrides",
+    "capacity_type_for",
+    "compatible_instance_types",
+    "fleet_failure",
+    "fleet_request",
+    "launch_template_config",
+    "offerings_for",
+    "parse_fleet_response",
+    "tag_specifications",
+]
+
+log = logging.getLogger("karpenter.aws.fleet")
+
+MAX_INSTANCE_TYPES = 60
+"""The most instance types one CreateFleet request names."""
+
+ICE_ERROR_CODES = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "MaxSpotInstanceCountExceeded",
+        "VcpuLimitExceeded",
+        "UnfulfillableCapacity",
+        "Unsupported",
+        "InsufficientFreeAddressesInSubnet",
+    }
+)
+"""CreateFleet error codes meaning "no capacity for this offering now" (it is kept out a while)."""
+
+TAGGED_RESOURCES = ("instance", "volume", "fleet")
+_MAX_BATCH = 1000
+
+
+def _with_capacity_type(requirements: Requirements, capacity_type: str) -> Requirements:
+    narrowed = requirements.copy()
+    narrowed.add(Requirement(wk.CAPACITY_TYPE, False, frozenset((capacity_type,))))
+    return narrowed
+
+
+def _compatible_offerings(
+    instance_type: InstanceType, requirements: Requirements
+) -> Iterable[Offering]:
+    return (
+        o
+        for o in instance_type.offerings
+        if o.available and requirements.intersects(o.requirements) is None
+    )
+
+
+def compatible_instance_types(
+    instance_types: Iterable[InstanceType],
+    requirements: Requirements,
+    requests: Mapping[str, int],
+    limit: int = MAX_INSTANCE_TYPES,
+) -> list[InstanceType]:
+    """The cheapest ``limit`` types whose labels meet ``requirements``, whose allocatable covers
+    ``requests`` (thousandths) and that have an available compatible offering; cheapest first
+    (by their cheapest such offering, ties by name)."""
+    ranked: list[tuple[float, str, InstanceType]] = []
+    for instance_type in instance_types:
+        if instance_type.requirements.intersects(requirements) is not None:
+            continue
+        if any(instance_type.allocatable.get(k, 0) < v for k, v in requests.items()):
+            continue
+        offering = instance_type.cheapest_offering(requirements)
+        if offering is not None:
+            ranked.append((offering.price, instance_type.name, instance_type))
+    ranked.sort(key=lambda item: item[:2])
+    return [item[2] for item in ranked[:limit]]
+
+
+def capacity_type_for(requirements: Requirements, instance_types: Iterable[InstanceType]) -> str:
+    """Spot when the requirements allow it and some type has an available compatible spot
+    offering; on-demand otherwise."""
+    allowed = requirements.get_or_exists(wk.CAPACITY_TYPE)
+    if allowed.has(wk.CAPACITY_TYPE_SPOT):
+        spot = _with_capacity_type(requirements, wk.CAPACITY_TYPE_SPOT)
+        for instance_type in instance_types:
+            if next(iter(_compatible_offerings(instance_type, spot)), None) is not None:
+                return wk.CAPACITY_TYPE_SPOT
+    return wk.CAPACITY_TYPE_ON_DEMAND
+
+
+def offerings_for(
+    instance_type: InstanceType, requirements: Requirements, capacity_type: str
+) -> list[Offering]:
+    """Available offerings of ``instance_type`` of ``capacity_type`` meeting ``requirements``,
+    one per zone (the cheapest), in zone order."""
+    by_zone: dict[str, Offering] = {}
+    for offering in _compatible_offerings(
+        instance_type, _with_capacity_type(requirements, capacity_type)
+    ):
+        best = by_zone.get(offering.zone)
+        if best is None or offering.price < best.price:
+            by_zone[offering.zone] = offering
+    return [by_zone[zone] for zone in sorted(by_zone)]
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateOverrides:
+    """A launch template and what to launch from it: the image and the (type, zone) pairs."""
+
+    template_name: str
+    image_id: str
+    offerings: tuple[tuple[str, str], ...]
+    """(instance type, zone) pairs, in preference order."""
+
+
+def launch_template_config(
+    template: TemplateOverrides, subnets: Mapping[str, str]
+) -> dict[str, Any] | None:
+    """One ``LaunchTemplateConfigs`` entry: an override per (type, zone) whose zone has a subnet
+    in ``subnets`` (zone -> subnet id); None when no pair has one."""
+    overrides = [
+        {
+            "InstanceType": instance_type,
+            "SubnetId": subnets[zone],
+            "ImageId": template.image_id,
+            "AvailabilityZone": zone,
+        }
+        for instance_type, zone in template.offerings
+        if zone in subnets
+    ]
+    if not overrides:
+        return None
+    return {
+        "LaunchTemplateSpecification": {
+            "LaunchTemplateName": template.template_name,
+            "Version": "$Latest",
+        },
+        "Overrides": overrides,
+    }
+
+
+def tag_specifications(tags: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The same tags on the instance, its volumes and the fleet, sorted by key (none when there
+    are no tags: EC2 refuses an empty specification)."""
+    ec2_tags = [{"Key": key, "Value": tags[key]} for key in sorted(tags)]
+    if not ec2_tags:
+        return []
+    return [{"ResourceType": resource, "Tags": list(ec2_tags)} for resource in TAGGED_RESOURCES]
+
+
+def fleet_request(
+    capacity_type: str,
+    launch_template_configs: Sequence[Mapping[str, Any]],
+    tags: Mapping[str, str],
+    count: int = 1,
+) -> dict[str, Any]:
+    """The keyword arguments of an instant CreateFleet for ``count`` instances."""
+    request: dict[str, Any] = {
+        "Type": "instant",
+        "TargetCapacitySpecification": {
+            "TotalTargetCapacity": count,
+            "DefaultTargetCapacityType": capacity_type,
+        },
+        "LaunchTemplateConfigs": [dict(c) for c in launch_template_configs],
+    }
+    specifications = tag_specifications(tags)
+    if specifications:
+        request["TagSpecifications"] = specifications
+    if capacity_type == wk.CAPACITY_TYPE_SPOT:
+        request["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
+    else:
+        request["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+    return request
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchedInstance:
+    """An instance CreateFleet launched, with the override it was launched from."""
+
+    instance_id: str
+    instance_type: str
+    zone: str
+    subnet_id: str
+    image_id: str
+    capacity_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class FleetError:
+    """One entry of a CreateFleet response's ``Errors``."""
+
+    code: str
+    message: str
+    instance_type: str
+    zone: str
+    subnet_id: str
+
+    @property
+    def insufficient_capacity(self) -> bool:
+        """Whether the error means no capacity for this offering."""
+        return self.code in ICE_ERROR_CODES
+
+
+@dataclass(frozen=True, slots=True)
+class FleetOutcome:
+    """What one caller of a (possibly batched) CreateFleet got: an instance, or none, and the
+    response's errors."""
+
+    instance: LaunchedInstance | None
+    errors: tuple[FleetError, ...] = ()
+
+
+def parse_fleet_response(
+    response: Mapping[str, Any], capacity_type: str
+) -> tuple[list[LaunchedInstance], list[FleetError]]:
+    """The launched instances (one per instance id) and the errors of a CreateFleet response."""
+    launched = []
+    for entry in response.get("Instances") or ():
+        overrides = (entry.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+        for instance_id in entry.get("InstanceIds") or ():
+            launched.append(
+                LaunchedInstance(
+                    instance_id=instance_id,
+                    instance_type=entry.get("InstanceType") or overrides.get("InstanceType", ""),
+                    zone=overrides.get("AvailabilityZone", ""),
+                    subnet_id=overrides.get("SubnetId", ""),
+                    image_id=overrides.get("ImageId", ""),
+                    capacity_type=entry.get("Lifecycle") or capacity_type,
+                )
+            )
+    errors = []
+    for entry in response.get("Errors") or ():
+        overrides = (entry.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+        errors.append(
+            FleetError(
+                code=entry.get("ErrorCode", ""),
+                message=entry.get("ErrorMessage", ""),
+                instance_type=overrides.get("InstanceType", ""),
+                zone=overrides.get("AvailabilityZone", ""),
+                subnet_id=overrides.get("SubnetId", ""),
+            )
+        )
+    return launched, errors
+
+
+def fleet_failure(errors: Sequence[FleetError], nodeclaim: str) -> CloudProviderError:
+    """The error for a CreateFleet that launched nothing: ``InsufficientCapacity`` when every
+    error is a capacity error, otherwise a ``CreateError`` with the first other error's code."""
+    unique = sorted({f"{e.code}: {e.message}" for e in errors})
+    detail = "; ".join(unique) if unique else "no instance and no error returned"
+    if errors and all(e.insufficient_capacity for e in errors):
+        return InsufficientCapacity(
+            f"CreateFleet for NodeClaim {nodeclaim!r} found no capacity: {detail}"
+        )
+    reason = next((e.code for e in errors if not e.insufficient_capacity), "") or "LaunchFailed"
+    return CreateError(reason, f"CreateFleet for NodeClaim {nodeclaim!r} failed: {detail}")
+
+
+@dataclass(slots=True)
+class _Entry:
+    tags: Mapping[str, str]
+    done: threading.Event = field(default_factory=threading.Event)
+    outcome: FleetOutcome | None = None
+    error: BaseException | None = None
+
+
+@dataclass(slots=True)
+class _Batch:
+    first: float
+    last: float
+    entries: list[_Entry] = field(default_factory=list)
+
+
+class FleetBatcher:
+    """Sends identical concurrent CreateFleet requests as one request for N instances.
+
+    A request joins the open batch with the same request; the batch is sent once no request
+    joined for ``idle``, ``max_wait`` after it opened, or when it holds 1,000 requests. The first
+    caller sends it; every caller gets one instance (or none, with the errors). Each caller's own
+    tags (``own_tags``) go into the request when it is alone, or onto its instance with
+    CreateTags afterwards when batched. API errors (botocore's) are raised to every caller.
+    """
+
+    def __init__(self, ec2: Any, idle: timedelta, max_wait: timedelta) -> None:
+        self._ec2 = ec2
+        self._idle = idle.total_seconds()
+        self._max_wait = max_wait.total_seconds()
+        self._lock = threading.Lock()
+        self._batches: dict[str, _Batch] = {}
+
+    def launch(
+        self, request: Mapping[str, Any], own_tags: Mapping[str, str], capacity_type: str
+    ) -> FleetOutcome:
+        """Launch one instance with ``request`` (built for one instance, without ``own_tags``)."""
+        key = json.dumps(request, sort_keys=True, default=str)
+        entry = _Entry(own_tags)
+        now = time.monotonic()
+        with self._lock:
+            batch = self._batches.get(key)
+            leader = batch is None
+            if batch is None:
+                batch = self._batches[key] = _Batch(now, now)
+            batch.entries.append(entry)
+            batch.last = now
+        if leader:
+            try:
+                entries = self._close(key, batch)
+                self._send(request, entries, capacity_type)
+            finally:
+                for waiting in batch.entries:
+                    if not waiting.done.is_set():
+                        waiting.error = waiting.error or CloudProviderError(
+                            "CreateFleet batch ended without an answer"
+                        )
+                        waiting.done.set()
+        else:
+            entry.done.wait()
+        if entry.error is not None:
+            raise entry.error
+        assert entry.outcome is not None
+        return entry.outcome
+
+    def _close(self, key: str, batch: _Batch) -> list[_Entry]:
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                deadline = min(batch.last + self._idle, batch.first + self._max_wait)
+                if now >= deadline or len(batch.entries) >= _MAX_BATCH:
+                    del self._batches[key]
+                    return list(batch.entries)
+            time.sleep(min(deadline - now, 0.005))
+
+    def _send(self, request: Mapping[str, Any], entries: list[_Entry], capacity_type: str) -> None:
+        body = copy.deepcopy(dict(request))
+        body["TargetCapacitySpecification"]["TotalTargetCapacity"] = len(entries)
+        if len(entries) == 1:
+            specifications = body.get("TagSpecifications") or [{"Tags": []}]
+            shared = {t["Key"]: t["Value"] for t in specifications[0]["Tags"]}
+            own = tag_specifications({**shared, **entries[0].tags})
+            if own:
+                body["TagSpecifications"] = own
+        try:
+            response = self._ec2.create_fleet(**body)
+        except Exception as error:  # botocore errors go to every caller, who maps them
+            for entry in entries:
+                entry.error = error
+                entry.done.set()
+            return
+        launched, errors = parse_fleet_response(response, capacity_type)
+        if len(launched) > len(entries):
+            log.error(
+                "CreateFleet returned more instances than requested",
+                extra={"instances": [i.instance_id for i in launched[len(entries) :]]},
+            )
+        for index, entry in enumerate(entries):
+            instance = launched[index] if index < len(launched) else None
+            if instance is not None and len(entries) > 1:
+                self._tag(instance.instance_id, entry.tags)
+            entry.outcome = FleetOutcome(instance, tuple(errors))
+            entry.done.set()
+
+    def _tag(self, instance_id: str, tags: Mapping[str, str]) -> None:
+        if not tags:
+            return
+        try:
+            self._ec2.create_tags(
+                Resources=[instance_id],
+                Tags=[{"Key": k, "Value": tags[k]} for k in sorted(tags)],
+            )
+        except Exception as error:  # the instance is launched; an untagged one is collected later
+            log.warning(
+                "tagging a batched instance failed",
+                extra={"instance_id": instance_id, "error": str(error)},
+            )
