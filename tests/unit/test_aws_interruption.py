@@ -459,13 +459,15 @@ def refusing_apiserver() -> k8s.ApiClient:
     return k8s.ApiClient(configuration)
 
 
-def controller(aws: aws_env.AWSEnv, queue: str) -> tuple[InterruptionController, Provider]:
+def controller(
+    aws: aws_env.AWSEnv, queue: str, wait_seconds: int = 1
+) -> tuple[InterruptionController, Provider]:
     settings = AWSSettings(region=aws.region, interruption_queue=queue)
     provider = Provider(
         settings, AWSClients(settings, {"sqs": aws.client("sqs")}), UnavailableOfferings()
     )
     context = ProviderContext(kube_client=refusing_apiserver())
-    return InterruptionController(context, provider, wait_seconds=1), provider
+    return InterruptionController(context, provider, wait_seconds=wait_seconds), provider
 
 
 def queue_depth(aws: aws_env.AWSEnv) -> tuple[int, int]:
@@ -563,11 +565,34 @@ def test_a_missing_queue_is_retried_not_fatal(
         stopped(thread, stop)
 
 
-def test_stop_ends_a_long_poll_promptly(aws: aws_env.AWSEnv) -> None:
-    ctl, _ = controller(aws, aws.queue_name)
+def receiving(before: set[threading.Thread]) -> bool:
+    """Whether a ReceiveMessage long poll started since ``before`` is in flight (polls that
+    earlier tests abandoned may still be running)."""
+    return any(t.name == "interruption-receive" and t not in before for t in threading.enumerate())
+
+
+def test_stop_ends_a_production_long_poll_promptly(aws: aws_env.AWSEnv) -> None:
+    """With upstream's 20 s wait on an empty queue, stop ends run without waiting for the
+    poll; the abandoned poll's thread is a daemon, so it cannot keep the process alive."""
+    ctl, _ = controller(aws, aws.queue_name, wait_seconds=20)
+    before = set(threading.enumerate())
     thread, stop = running(ctl)
+    wait_for(lambda: receiving(before))
     time.sleep(0.3)
     assert stopped(thread, stop) < 2.0
+    assert all(t.daemon for t in threading.enumerate() if t.name.startswith("interruption"))
+
+
+def test_a_message_ends_a_production_long_poll(aws: aws_env.AWSEnv) -> None:
+    """A message sent while a 20 s poll waits is handled and deleted at once."""
+    ctl, _ = controller(aws, aws.queue_name, wait_seconds=20)
+    before = set(threading.enumerate())
+    thread, stop = running(ctl)
+    wait_for(lambda: receiving(before))
+    time.sleep(0.3)
+    aws.client("sqs").send_message(QueueUrl=aws.queue_url, MessageBody=state_change("running"))
+    wait_for(lambda: queue_depth(aws) == (0, 0), timeout=5.0)
+    stopped(thread, stop)
 
 
 def test_without_a_queue_run_returns_at_once(aws: aws_env.AWSEnv) -> None:

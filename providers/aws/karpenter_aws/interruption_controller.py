@@ -18,7 +18,7 @@ import contextvars
 import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -55,6 +55,8 @@ __all__ = [
 MAX_MESSAGES = 10
 VISIBILITY_TIMEOUT = 20
 WAIT_SECONDS = 20
+STOP_CHECK = 0.1
+"""Seconds between checks of the stop signal while a long poll is in flight."""
 MAX_BACKOFF = 60.0
 WORKERS = 10
 
@@ -254,8 +256,9 @@ class _Cluster:
 class InterruptionController:
     """Polls the interruption queue and acts on the NodeClaims of interrupted instances.
 
-    ``wait_seconds`` is the long-poll wait (20, the SQS maximum, in production); shutdown takes
-    at most that long. ``provider`` needs ``settings``, ``clients`` (``sqs``) and ``unavailable``.
+    ``wait_seconds`` is the long-poll wait (20, the SQS maximum, in production); a poll in
+    flight does not delay shutdown. ``provider`` needs ``settings``, ``clients`` (``sqs``) and
+    ``unavailable``.
     """
 
     name = "interruption"
@@ -277,7 +280,13 @@ class InterruptionController:
         self._deduper = Deduper()
 
     def run(self, stop: threading.Event) -> None:
-        """Poll until ``stop`` is set; errors are logged and retried with backoff."""
+        """Poll until ``stop`` is set; errors are logged and retried with backoff.
+
+        Returns within ``STOP_CHECK`` seconds of ``stop`` being set, plus the time to finish
+        handling a batch already received. A long poll in flight then is abandoned: messages it
+        receives are neither handled nor deleted, and the queue hands them out again once their
+        visibility timeout ends.
+        """
         if not self._queue:
             self._log.info("interruption: no queue configured (--interruption-queue)")
             return
@@ -288,7 +297,7 @@ class InterruptionController:
         ):
             while not stop.is_set():
                 try:
-                    self.poll(pool)
+                    self.poll(pool, stop)
                     failures = 0
                 except Exception as error:
                     failures += 1
@@ -302,15 +311,13 @@ class InterruptionController:
                     )
                     stop.wait(delay)
 
-    def poll(self, pool: ThreadPoolExecutor) -> int:
-        """Receive one batch of messages and handle it; returns how many were received."""
+    def poll(self, pool: ThreadPoolExecutor, stop: threading.Event) -> int:
+        """Receive one batch of messages and handle it; returns how many were received (0 when
+        ``stop`` was set before the long poll answered)."""
         queue_url = self._resolve_queue()
-        response = self._provider.clients.sqs.receive_message(
-            QueueUrl=queue_url,
-            MaxNumberOfMessages=MAX_MESSAGES,
-            VisibilityTimeout=VISIBILITY_TIMEOUT,
-            WaitTimeSeconds=self._wait,
-        )
+        response = self._receive(queue_url, stop)
+        if response is None:
+            return 0
         raw = response.get("Messages") or []
         if not raw:
             return 0
@@ -331,6 +338,32 @@ class InterruptionController:
             )
         )
         return len(raw)
+
+    def _receive(self, queue_url: str, stop: threading.Event) -> Mapping[str, Any] | None:
+        """One ReceiveMessage long poll, made in a daemon thread; its answer, or None once
+        ``stop`` is set (the thread is left to finish on its own and never holds up exit)."""
+        if stop.is_set():
+            return None
+        answer: Future[Mapping[str, Any]] = Future()
+
+        def receive() -> None:
+            try:
+                answer.set_result(
+                    self._provider.clients.sqs.receive_message(
+                        QueueUrl=queue_url,
+                        MaxNumberOfMessages=MAX_MESSAGES,
+                        VisibilityTimeout=VISIBILITY_TIMEOUT,
+                        WaitTimeSeconds=self._wait,
+                    )
+                )
+            except BaseException as error:
+                answer.set_exception(error)
+
+        threading.Thread(target=receive, name="interruption-receive", daemon=True).start()
+        while not wait((answer,), timeout=STOP_CHECK).done:
+            if stop.is_set():
+                return None
+        return answer.result()
 
     def _resolve_queue(self) -> str:
         if self._queue_url is None:
