@@ -48,12 +48,20 @@ def build_snapshot(
     """The snapshot the documents describe, and notes on what was skipped and why.
 
     Instance types come from ``provider.get_instance_types`` per NodePool; NodeClasses are the
-    kinds ``provider.supported_node_classes()`` lists. Raises ``ManifestError`` for a bad object.
+    kinds ``provider.supported_node_classes()`` lists, handed first to the provider's optional
+    ``use_node_classes(node_classes)`` (for providers that otherwise read them from the cluster).
+    Raises ``ManifestError`` for a bad object.
     """
     node_classes = {_kind_of(model): model for model in provider.supported_node_classes()}
     _check_names(d for d in documents if d.kind in _USED_KINDS or d.kind in node_classes)
     snapshot = Snapshot()
     notes: list[str] = []
+    snapshot.nodeclasses = [
+        _validated(doc, node_classes[doc.kind]) for doc in documents if doc.kind in node_classes
+    ]
+    use_node_classes = getattr(provider, "use_node_classes", None)
+    if use_node_classes is not None:
+        use_node_classes(snapshot.nodeclasses)
     nodepool_docs = [d for d in documents if d.kind == "NodePool"]
     catalog = _nodepools(nodepool_docs, provider, snapshot)
     nodes: dict[str, NodeInfo] = {}
@@ -66,7 +74,7 @@ def build_snapshot(
         elif doc.kind == "NodeClaim":
             snapshot.nodeclaims.append(_validated(doc, NodeClaim))
         elif doc.kind in node_classes:
-            snapshot.nodeclasses.append(_validated(doc, node_classes[doc.kind]))
+            continue
         elif doc.kind in _RAW_KINDS:
             getattr(snapshot, _RAW_KINDS[doc.kind]).append(doc.obj)
         elif doc.kind.endswith("NodeClass"):

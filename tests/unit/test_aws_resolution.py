@@ -17,7 +17,7 @@ from karpenter_aws.nodeclass import (
     SubnetSelectorTerm,
 )
 from karpenter_aws.securitygroups import resolve_security_groups
-from karpenter_aws.subnets import ZonalSubnets, resolve_subnets, zonal_subnets
+from karpenter_aws.subnets import ZonalSubnets, resolve_subnets
 from karpenter_core.cloudprovider.types import InstanceType
 from karpenter_core.scheduling.requirements import Requirements
 from tests.aws_env import DISCOVERY_TAG, AWSEnv
@@ -146,14 +146,14 @@ def test_unknown_subnet_id_matches_nothing(aws: AWSEnv) -> None:
 def test_zonal_subnets_pick_most_free_addresses_per_zone(aws: AWSEnv) -> None:
     small = add_subnet(aws, "10.0.96.0/24", "us-east-1a")
     ids = [*aws.subnet_ids.values(), small]
-    chosen = zonal_subnets(aws.client("ec2"), ids)
+    chosen = ZonalSubnets(aws.client("ec2")).get(ids)
     assert {zone: s.id for zone, s in chosen.items()} == aws.subnet_ids
     assert chosen["us-east-1a"].available_ips > 250
     assert chosen["us-east-1b"].zone_id.startswith("use1-az")
-    only_small = zonal_subnets(aws.client("ec2"), [small])
+    only_small = ZonalSubnets(aws.client("ec2")).get([small])
     assert list(only_small) == ["us-east-1a"]
     assert only_small["us-east-1a"].id == small
-    assert zonal_subnets(aws.client("ec2"), []) == {}
+    assert ZonalSubnets(aws.client("ec2")).get([]) == {}
 
 
 def test_zonal_subnet_cache_and_exhausted_subnets(aws: AWSEnv) -> None:

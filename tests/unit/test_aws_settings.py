@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from karpenter_aws.clients import SERVICES, AWSClients, pricing_region
+from karpenter_aws.clients import SERVICES, AWSClients
 from karpenter_aws.settings import OPTIONS, AWSSettings, SettingsError
 from karpenter_core.cli.main import cli
 from karpenter_core.cloudprovider.types import CloudProviderError
@@ -251,16 +251,20 @@ def test_every_option_sets_a_field() -> None:
         ("us-gov-west-1", "us-east-1"),
         ("eu-west-1", "eu-central-1"),
         ("eu-central-2", "eu-central-1"),
-        ("me-south-1", "eu-central-1"),
-        ("af-south-1", "eu-central-1"),
-        ("il-central-1", "eu-central-1"),
+        ("me-south-1", "us-east-1"),
+        ("af-south-1", "us-east-1"),
+        ("il-central-1", "us-east-1"),
         ("ap-northeast-1", "ap-south-1"),
         ("ap-south-1", "ap-south-1"),
-        ("cn-north-1", "ap-south-1"),
+        ("cn-north-1", "cn-northwest-1"),
     ],
 )
-def test_pricing_region(region: str, expected: str) -> None:
-    assert pricing_region(region) == expected
+def test_the_pricing_client_uses_the_nearest_price_list_endpoint(
+    region: str, expected: str, no_sdk_config: None
+) -> None:
+    clients = AWSClients(AWSSettings(region=region))
+    assert clients.pricing.meta.region_name == expected
+    assert clients.ec2.meta.region_name == region
 
 
 def test_given_clients_are_used_as_they_are(no_sdk_config: None) -> None:

@@ -6,21 +6,13 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from karpenter_aws.pricing import pricing_api_region
 from karpenter_aws.settings import AWSSettings, SettingsError
 
-__all__ = ["SERVICES", "AWSClients", "pricing_region"]
+__all__ = ["SERVICES", "AWSClients"]
 
 SERVICES = ("ec2", "ssm", "sqs", "iam", "eks", "pricing")
 """Client names a caller may hand in through ``ProviderContext.clients``."""
-
-
-def pricing_region(region: str) -> str:
-    """The region whose pricing API endpoint serves ``region`` (the API has three)."""
-    if region.startswith(("ap-", "cn-")):
-        return "ap-south-1"
-    if region.startswith(("eu-", "me-", "af-", "il-")):
-        return "eu-central-1"
-    return "us-east-1"
 
 
 class AWSClients:
@@ -101,7 +93,7 @@ class AWSClients:
             try:
                 client = self._boto_session().client(
                     service,
-                    region_name=pricing_region(region) if service == "pricing" else region,
+                    region_name=pricing_api_region(region) if service == "pricing" else region,
                     endpoint_url=self._settings.endpoint_url or None,
                     config=config,
                 )

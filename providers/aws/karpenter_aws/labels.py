@@ -36,8 +36,6 @@ LABEL_NODECLASS = f"{GROUP}/ec2nodeclass"
 ANNOTATION_NODECLASS_HASH = f"{GROUP}/ec2nodeclass-hash"
 ANNOTATION_NODECLASS_HASH_VERSION = f"{GROUP}/ec2nodeclass-hash-version"
 ANNOTATION_INSTANCE_PROFILE = f"{GROUP}/instance-profile"
-ANNOTATION_IMAGE_ID = f"{GROUP}/image-id"
-"""Set on NodeClaims by the provider: the AMI the instance runs (AMI drift reads it)."""
 
 TERMINATION_FINALIZER = f"{GROUP}/termination"
 
@@ -47,7 +45,6 @@ TAG_NODECLAIM = "karpenter.sh/nodeclaim"
 TAG_NODECLASS = LABEL_NODECLASS
 TAG_EKS_CLUSTER_NAME = "eks:eks-cluster-name"
 TAG_NAME = "Name"
-TAG_MANAGED_BY = "karpenter.sh/managed-by"
 
 
 def cluster_tag(cluster_name: str) -> str:

@@ -21,7 +21,6 @@ __all__ = [
     "resolve_subnets",
     "subnet_filter_sets",
     "tag_filters",
-    "zonal_subnets",
 ]
 
 
@@ -116,13 +115,9 @@ def _by_zone(subnets: Iterable[SubnetInfo]) -> dict[str, SubnetInfo]:
     return best
 
 
-def zonal_subnets(ec2: Any, subnet_ids: Sequence[str]) -> dict[str, SubnetInfo]:
-    """Zone -> the subnet among ``subnet_ids`` with the most free IP addresses (ties: lower id)."""
-    return _by_zone(describe_subnets(ec2, subnet_ids))
-
-
 class ZonalSubnets:
-    """``zonal_subnets`` with the DescribeSubnets answer kept for ``ttl``.
+    """Zone -> the subnet to launch into: the one with the most free IP addresses (ties: lower
+    id), from a DescribeSubnets answer kept for ``ttl``.
 
     ``mark_exhausted`` records that a launch found a subnet out of addresses
     (InsufficientFreeAddressesInSubnet): until the next describe it counts as having none.
