@@ -534,12 +534,21 @@ def test_not_ready_reason() -> None:
     unknown = manifest()
     unknown["status"] = {"conditions": [{**_condition("Ready", "Unknown"), "reason": "Waiting"}]}
     assert EC2NodeClass.from_manifest(unknown).not_ready_reason() == "Waiting"
-    assert "Ready" not in CONDITION_TYPES
-    assert "AMIsReady" in CONDITION_TYPES
+    assert CONDITION_TYPES == (
+        "SubnetsReady",
+        "SecurityGroupsReady",
+        "AMIsReady",
+        "InstanceProfileReady",
+        "ValidationSucceeded",
+    )
 
 
-def _mapping(device: str, size: str | None, root: bool = False) -> dict[str, Any]:
-    ebs = {"volumeSize": size} if size else {"snapshotID": "snap-1"}
+def _mapping(
+    device: str, size: str | None, root: bool = False, delete_on_termination: bool | None = None
+) -> dict[str, Any]:
+    ebs: dict[str, Any] = {"volumeSize": size} if size else {"snapshotID": "snap-1"}
+    if delete_on_termination is not None:
+        ebs["deleteOnTermination"] = delete_on_termination
     return {"deviceName": device, "rootVolume": root, "ebs": ebs}
 
 
@@ -618,6 +627,14 @@ def test_hash_is_stable() -> None:
         {"amiSelectorTerms": [{"alias": "al2023@v20240807"}]},
         {"amiFamily": "AL2023"},
         {"metadataOptions": {"httpEndpoint": "enabled", "httpTokens": "required"}},
+        {
+            "metadataOptions": {
+                "httpEndpoint": "enabled",
+                "httpProtocolIPv6": "disabled",
+                "httpPutResponseHopLimit": 1,
+                "httpTokens": "required",
+            }
+        },
         {"tags": {}},
         {"blockDeviceMappings": []},
     ],
@@ -653,6 +670,38 @@ def test_hash_ignores_order_of_tags_and_block_devices() -> None:
 )
 def test_hash_changes_with_launch_settings(change: dict[str, Any]) -> None:
     assert nodeclass_hash(parse(**change).spec) != nodeclass_hash(parse().spec)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ({}, {"kubelet": {"cpuCFSQuota": False}}),
+        ({"kubelet": {"cpuCFSQuota": True}}, {"kubelet": {"cpuCFSQuota": False}}),
+        ({}, {"associatePublicIPAddress": False}),
+        ({"associatePublicIPAddress": True}, {"associatePublicIPAddress": False}),
+        ({}, {"detailedMonitoring": False}),
+        (
+            {"blockDeviceMappings": [_mapping("/dev/xvda", "20Gi")]},
+            {"blockDeviceMappings": [_mapping("/dev/xvda", "20Gi", delete_on_termination=False)]},
+        ),
+        (
+            {"blockDeviceMappings": [_mapping("/dev/xvda", "20Gi", delete_on_termination=True)]},
+            {"blockDeviceMappings": [_mapping("/dev/xvda", "20Gi", delete_on_termination=False)]},
+        ),
+        ({}, {"kubelet": {"maxPods": 0}}),
+    ],
+)
+def test_hash_counts_false_and_zero_as_set(before: dict[str, Any], after: dict[str, Any]) -> None:
+    assert nodeclass_hash(parse(**before).spec) != nodeclass_hash(parse(**after).spec)
+
+
+def test_hash_keeps_defaults_the_model_fills_in() -> None:
+    unset = parse(blockDeviceMappings=[_mapping("/dev/xvda", "20Gi")])
+    explicit = parse(
+        blockDeviceMappings=[{**_mapping("/dev/xvda", "20Gi"), "rootVolume": False}],
+        metadataOptions=MetadataOptions().model_dump(mode="json", by_alias=True),
+    )
+    assert nodeclass_hash(unset.spec) == nodeclass_hash(explicit.spec)
 
 
 def test_hash_tells_kubelet_settings_apart() -> None:

@@ -133,13 +133,13 @@ CONDITION_SECURITY_GROUPS_READY = "SecurityGroupsReady"
 CONDITION_INSTANCE_PROFILE_READY = "InstanceProfileReady"
 CONDITION_VALIDATION_SUCCEEDED = "ValidationSucceeded"
 CONDITION_TYPES = (
-    CONDITION_AMIS_READY,
     CONDITION_SUBNETS_READY,
     CONDITION_SECURITY_GROUPS_READY,
+    CONDITION_AMIS_READY,
     CONDITION_INSTANCE_PROFILE_READY,
     CONDITION_VALIDATION_SUCCEEDED,
 )
-"""The conditions that together make an EC2NodeClass Ready."""
+"""The conditions that together make an EC2NodeClass Ready (all True), in status order."""
 
 EC2NODECLASS_PRINTER_COLUMNS = (
     PrinterColumn("Ready", "string", f'.status.conditions[?(@.type=="{CONDITION_READY}")].status'),
@@ -1013,11 +1013,16 @@ class EC2NodeClass(KubeObject):
 _UNHASHED = ("subnetSelectorTerms", "securityGroupSelectorTerms", "amiSelectorTerms", "amiFamily")
 
 
+def _is_empty(value: Any) -> bool:
+    """None, "", [] or {}: a field left unset. ``False`` and ``0`` are values, not unset."""
+    return value is None or (isinstance(value, str | list | dict) and not value)
+
+
 def _normalized(value: Any) -> Any:
-    """Drop empty values, sort lists (as sets) and dict keys, recursively."""
+    """Drop unset values, sort lists (as sets) and dict keys, recursively."""
     if isinstance(value, Mapping):
         out = {key: _normalized(item) for key, item in sorted(value.items())}
-        return {key: item for key, item in out.items() if item not in (None, "", [], {}, 0, False)}
+        return {key: item for key, item in out.items() if not _is_empty(item)}
     if isinstance(value, list):
         items = [_normalized(item) for item in value]
         return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
@@ -1027,8 +1032,9 @@ def _normalized(value: Any) -> Any:
 def nodeclass_hash(spec: EC2NodeClassSpec) -> str:
     """The drift hash of ``spec``: everything but the selector terms, with the resolved AMI family.
 
-    Lists count as sets and empty values as unset, so reordering tags or block devices, or
-    writing a default explicitly, keeps the hash.
+    Lists count as sets and None, "", [] and {} as unset, so reordering tags or block devices,
+    or writing out a default the model fills in (metadataOptions, rootVolume), keeps the hash.
+    ``false`` and ``0`` are values: ``cpuCFSQuota: false`` differs from leaving it unset.
     """
     fields = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     hashed = {key: value for key, value in fields.items() if key not in _UNHASHED}

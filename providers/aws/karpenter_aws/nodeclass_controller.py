@@ -31,6 +31,7 @@ from karpenter_aws.nodeclass import (
     CONDITION_INSTANCE_PROFILE_READY,
     CONDITION_SECURITY_GROUPS_READY,
     CONDITION_SUBNETS_READY,
+    CONDITION_TYPES,
     CONDITION_VALIDATION_SUCCEEDED,
     GROUP,
     HASH_ANNOTATION,
@@ -184,13 +185,14 @@ def resolve_status(
         if waiting
         else _true(CONDITION_VALIDATION_SUCCEEDED)
     )
+    unhealthy = [name for name in CONDITION_TYPES if outcomes[name].status != "True"]
     outcomes[CONDITION_READY] = (
         _Outcome(
             "False",
             "UnhealthyDependents",
-            "; ".join(f"{name}=False: {outcomes[name].message}" for name in waiting),
+            "; ".join(f"{name}=False: {outcomes[name].message}" for name in unhealthy),
         )
-        if waiting
+        if unhealthy
         else _true(CONDITION_READY)
     )
 
