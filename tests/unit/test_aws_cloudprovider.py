@@ -554,20 +554,58 @@ def test_create_is_idempotent_per_nodeclaim(env: Env) -> None:
     assert len(list(aws_env.instances(env.aws))) == 1
 
 
+def _lookup_names(lookups: Calls) -> list[str]:
+    """The NodeClaim names the recorded DescribeInstances calls looked up, in call order."""
+    return [
+        name
+        for params in lookups.params
+        for f in params["Filters"]
+        if f["Name"] == "tag:karpenter.sh/nodeclaim"
+        for name in f["Values"]
+    ]
+
+
 def test_concurrent_identical_creates_become_one_create_fleet(
     aws: AWSEnv, apiserver: Apiserver
 ) -> None:
-    env = Env(aws, apiserver, **{"batch-idle-duration": "500ms", "batch-max-duration": "5s"})
-    created = in_threads(4, lambda i: env.provider.create(claim(f"default-{i}")))
+    env = Env(
+        aws, apiserver, **{"fleet-batch-idle-duration": "35ms", "fleet-batch-max-duration": "5s"}
+    )
+    lookups = Calls(env.ec2, "DescribeInstances")
+    tagging = Calls(env.ec2, "CreateTags")
+    names = [f"default-{i:02d}" for i in range(20)]
+    created = in_threads(20, lambda i: env.provider.create(claim(names[i])))
+    assert not [c for c in created if isinstance(c, Exception)], created
     assert env.fleets.count == 1
-    assert env.fleets.params[0]["TargetCapacitySpecification"]["TotalTargetCapacity"] == 4
+    assert env.fleets.params[0]["TargetCapacitySpecification"]["TotalTargetCapacity"] == 20
+    assert lookups.count <= 2 and sorted(_lookup_names(lookups)) == names
     ids = [instance_id(c) for c in created]
-    assert len(set(ids)) == 4
-    for index, found in enumerate(ids):
+    assert len(set(ids)) == 20
+    for name, found in zip(names, ids, strict=True):
         tags = tags_of(env.instance(found))
-        assert (tags["karpenter.sh/nodeclaim"], tags["Name"]) == (f"default-{index}",) * 2
+        assert (tags["karpenter.sh/nodeclaim"], tags["Name"]) == (name, name)
+    assert tagging.count == 20
     configs = env.fleets.params[0]["LaunchTemplateConfigs"]
     assert env.templates.count == len(configs)  # each template created once
+
+
+def test_concurrent_creates_find_what_was_launched_before_a_crash(
+    aws: AWSEnv, apiserver: Apiserver
+) -> None:
+    env = Env(aws, apiserver, **{"fleet-batch-max-duration": "5s"})
+    launched = env.provider.create(claim("default-03"))
+    lookups = Calls(env.ec2, "DescribeInstances")
+    names = [f"default-{i:02d}" for i in range(6)]
+    created = in_threads(6, lambda i: env.provider.create(claim(names[i])))
+    assert not [c for c in created if isinstance(c, Exception)], created
+    assert lookups.count <= 2 and sorted(_lookup_names(lookups)) == names
+    assert env.fleets.count == 2
+    assert env.fleets.params[1]["TargetCapacitySpecification"]["TotalTargetCapacity"] == 5
+    assert created[3].status.provider_id == launched.status.provider_id
+    ids = {instance_id(c) for c in created}
+    assert len(ids) == 6 and len(list(aws_env.instances(env.aws))) == 6
+    for name, found in zip(names, created, strict=True):
+        assert tags_of(env.instance(instance_id(found)))["karpenter.sh/nodeclaim"] == name
 
 
 # -- capacity errors ------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from karpenter_aws import fleet
+from karpenter_aws.batcher import Batcher
 from karpenter_aws.fleet import (
     FleetBatcher,
     FleetError,
@@ -39,6 +41,7 @@ from karpenter_aws.launchtemplates import (
 from karpenter_aws.nodeclass import EC2NodeClass
 from karpenter_core.apis import labels as wk
 from karpenter_core.cloudprovider.types import (
+    CloudProviderError,
     CreateError,
     InstanceType,
     InsufficientCapacity,
@@ -491,6 +494,86 @@ def test_launch_template_errors_name_the_template(aws: AWSEnv) -> None:
     assert template_name(config) in caught.value.message and "bad ami" in caught.value.message
 
 
+# the generic batcher
+
+
+class _Recorder:
+    """An ``execute`` for ``Batcher`` that keeps each batch and answers with the items doubled."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+
+    def __call__(self, items: list[int]) -> list[int]:
+        self.batches.append(list(items))
+        return [item * 2 for item in items]
+
+
+def test_concurrent_adds_are_one_batch_each_with_its_result() -> None:
+    recorder = _Recorder()
+    batcher = Batcher(recorder, timedelta(milliseconds=100), timedelta(seconds=2), 100)
+    assert _in_threads(6, lambda i: batcher.add("k", i)) == [0, 2, 4, 6, 8, 10]
+    assert len(recorder.batches) == 1 and sorted(recorder.batches[0]) == list(range(6))
+
+
+def test_batches_are_per_key_and_at_most_max_items() -> None:
+    recorder = _Recorder()
+    batcher = Batcher(recorder, timedelta(milliseconds=100), timedelta(seconds=2), 3)
+    _in_threads(8, lambda i: batcher.add(i % 2, i))
+    sizes = sorted(len(b) for b in recorder.batches)
+    assert sizes == [1, 1, 3, 3]
+    assert all(len({item % 2 for item in b}) == 1 for b in recorder.batches)
+
+
+def test_a_batch_waits_for_expected_callers_until_they_add_or_leave() -> None:
+    recorder = _Recorder()
+    batcher = Batcher(recorder, timedelta(milliseconds=10), timedelta(seconds=5), 100)
+
+    def work(index: int) -> int | None:
+        if index == 0:
+            return batcher.add("k", 0)
+        with batcher.expecting():
+            time.sleep(0.2)  # computing its request, far past the idle time
+            return batcher.add("k", 1) if index == 1 else None
+
+    start = time.monotonic()
+    assert _in_threads(3, work) == [0, 2, None]
+    assert recorder.batches == [[0, 1]]
+    assert time.monotonic() - start < 2
+
+
+def test_a_batch_closes_at_max_wait_even_when_callers_are_expected() -> None:
+    recorder = _Recorder()
+    batcher = Batcher(recorder, timedelta(milliseconds=10), timedelta(milliseconds=100), 100)
+    leaving = threading.Event()
+
+    def expected() -> None:
+        with batcher.expecting():
+            leaving.wait(5)
+
+    thread = threading.Thread(target=expected)
+    thread.start()
+    start = time.monotonic()
+    try:
+        assert batcher.add("k", 4) == 8
+        assert 0.09 <= time.monotonic() - start < 2
+    finally:
+        leaving.set()
+        thread.join()
+
+
+def test_a_failed_batch_fails_every_caller() -> None:
+    def refuse(items: list[int]) -> list[int]:
+        raise CloudProviderError("refused")
+
+    def short(items: list[int]) -> list[int]:
+        return items[:1]
+
+    for execute in (refuse, short):
+        batcher = Batcher(execute, timedelta(milliseconds=100), timedelta(seconds=2), 100)
+        results = _in_threads(3, lambda i, b=batcher: _raised(lambda: b.add("k", i)))
+        assert all(isinstance(r, CloudProviderError) for r in results), results
+
+
 # CreateFleet against moto, batching
 
 
@@ -729,6 +812,36 @@ def test_list_get_find_and_terminate(aws: AWSEnv) -> None:
     assert len(terminates) == 1
     with pytest.raises(NodeClaimNotFound):
         instances.get("i-0123456789abcdef0")
+
+
+def test_concurrent_lookups_by_nodeclaim_share_one_describe(aws: AWSEnv) -> None:
+    ec2 = aws.client("ec2")
+    owned = {CLUSTER_TAG: "owned"}
+    first = _run(ec2, aws, {**owned, "karpenter.sh/nodeclaim": "n-0"})
+    twice = sorted(_run(ec2, aws, {**owned, "karpenter.sh/nodeclaim": "n-2"}) for _ in range(2))
+    _run(ec2, aws, {"kubernetes.io/cluster/other": "owned", "karpenter.sh/nodeclaim": "n-1"})
+    describes = _Calls(ec2, "DescribeInstances")
+    instances = Instances(ec2, "test-cluster", timedelta(milliseconds=200), timedelta(seconds=2))
+    names = ["n-0", "n-1", "n-2", "n-3", "n-0"]
+    found = _in_threads(5, lambda i: instances.find_for_nodeclaim(names[i]))
+    assert [f.id if f else None for f in found] == [first, None, twice[0], None, first]
+    assert len(describes) == 1
+    [values] = [
+        f["Values"]
+        for f in describes.params[0]["Filters"]
+        if f["Name"] == "tag:karpenter.sh/nodeclaim"
+    ]
+    assert values == ["n-0", "n-1", "n-2", "n-3"]
+
+
+def test_lookup_errors_name_the_nodeclaims(aws: AWSEnv) -> None:
+    ec2 = aws.client("ec2")
+    _inject(ec2, "DescribeInstances", _client_error("RequestLimitExceeded", "slow down"))
+    instances = Instances(ec2, "test-cluster", timedelta(milliseconds=100), timedelta(seconds=2))
+    results = _in_threads(2, lambda i: _raised(lambda: instances.find_for_nodeclaim(f"n-{i}")))
+    for result in results:
+        assert isinstance(result, CloudProviderError)
+        assert "n-0, n-1" in str(result) and "RequestLimitExceeded: slow down" in str(result)
 
 
 def test_list_pages_through_many_instances(aws: AWSEnv) -> None:

@@ -321,8 +321,16 @@ class AWSCloudProvider:
     # -- launch -------------------------------------------------------------------------------
 
     def create(self, nodeclaim: NodeClaim) -> NodeClaim:
-        """Launch an instance for the NodeClaim (or find the one launched for it before)."""
+        """Launch an instance for the NodeClaim (or find the one launched for it before).
+
+        Concurrent creates share one lookup of their instances and, when their requests are
+        the same, one CreateFleet: each counts as expected by both batches until it joins them.
+        """
         launcher = self._launch_parts()
+        with launcher.instances.expecting_lookup(), launcher.batcher.expecting():
+            return self._create(launcher, nodeclaim)
+
+    def _create(self, launcher: _Launcher, nodeclaim: NodeClaim) -> NodeClaim:
         name = nodeclaim.metadata.name or ""
         node_class = self._ready_node_class(nodeclaim)
         existing = launcher.instances.find_for_nodeclaim(name)
@@ -390,11 +398,14 @@ class AWSCloudProvider:
         with self._lock:
             if self._launcher is None:
                 ec2 = self.clients.ec2
+                settings = self.settings
                 self._launcher = _Launcher(
-                    instances=Instances(ec2, self.settings.cluster_name),
-                    templates=LaunchTemplates(ec2, self.settings.cluster_name, self._context.clock),
+                    instances=Instances(
+                        ec2, settings.cluster_name, settings.batch_idle, settings.batch_max
+                    ),
+                    templates=LaunchTemplates(ec2, settings.cluster_name, self._context.clock),
                     subnets=ZonalSubnets(ec2, self._context.clock),
-                    batcher=FleetBatcher(ec2, self.settings.batch_idle, self.settings.batch_max),
+                    batcher=FleetBatcher(ec2, settings.batch_idle, settings.batch_max),
                 )
             return self._launcher
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from karpenter_aws.batcher import Batcher
 from karpenter_core.apis import labels as wk
 from karpenter_core.cloudprovider.types import (
     CloudProviderError,
@@ -285,19 +285,11 @@ def fleet_failure(errors: Sequence[FleetError], nodeclaim: str) -> CloudProvider
     return CreateError(reason, f"CreateFleet for NodeClaim {nodeclaim!r} failed: {detail}")
 
 
-@dataclass(slots=True)
-class _Entry:
-    tags: Mapping[str, str]
-    done: threading.Event = field(default_factory=threading.Event)
-    outcome: FleetOutcome | None = None
-    error: BaseException | None = None
-
-
-@dataclass(slots=True)
-class _Batch:
-    first: float
-    last: float
-    entries: list[_Entry] = field(default_factory=list)
+@dataclass(frozen=True, slots=True)
+class _Launch:
+    request: Mapping[str, Any]
+    own_tags: Mapping[str, str]
+    capacity_type: str
 
 
 class FleetBatcher:
@@ -307,86 +299,55 @@ class FleetBatcher:
     joined for ``idle``, ``max_wait`` after it opened, or when it holds 1,000 requests. The first
     caller sends it; every caller gets one instance (or none, with the errors). Each caller's own
     tags (``own_tags``) go into the request when it is alone, or onto its instance with
-    CreateTags afterwards when batched. API errors (botocore's) are raised to every caller.
+    CreateTags afterwards (by the caller) when batched. API errors (botocore's) are raised to
+    every caller.
     """
 
     def __init__(self, ec2: Any, idle: timedelta, max_wait: timedelta) -> None:
         self._ec2 = ec2
-        self._idle = idle.total_seconds()
-        self._max_wait = max_wait.total_seconds()
-        self._lock = threading.Lock()
-        self._batches: dict[str, _Batch] = {}
+        self._batcher: Batcher[_Launch, tuple[FleetOutcome, bool]] = Batcher(
+            self._send, idle, max_wait, _MAX_BATCH
+        )
+
+    def expecting(self) -> AbstractContextManager[None]:
+        """Within this block the calling thread counts as about to ``launch``: open batches wait
+        for it (up to ``max_wait``) instead of closing when idle."""
+        return self._batcher.expecting()
 
     def launch(
         self, request: Mapping[str, Any], own_tags: Mapping[str, str], capacity_type: str
     ) -> FleetOutcome:
         """Launch one instance with ``request`` (built for one instance, without ``own_tags``)."""
         key = json.dumps(request, sort_keys=True, default=str)
-        entry = _Entry(own_tags)
-        now = time.monotonic()
-        with self._lock:
-            batch = self._batches.get(key)
-            leader = batch is None
-            if batch is None:
-                batch = self._batches[key] = _Batch(now, now)
-            batch.entries.append(entry)
-            batch.last = now
-        if leader:
-            try:
-                entries = self._close(key, batch)
-                self._send(request, entries, capacity_type)
-            finally:
-                for waiting in batch.entries:
-                    if not waiting.done.is_set():
-                        waiting.error = waiting.error or CloudProviderError(
-                            "CreateFleet batch ended without an answer"
-                        )
-                        waiting.done.set()
-        else:
-            entry.done.wait()
-        if entry.error is not None:
-            raise entry.error
-        assert entry.outcome is not None
-        return entry.outcome
+        outcome, batched = self._batcher.add(key, _Launch(request, own_tags, capacity_type))
+        if batched and outcome.instance is not None:
+            self._tag(outcome.instance.instance_id, own_tags)
+        return outcome
 
-    def _close(self, key: str, batch: _Batch) -> list[_Entry]:
-        while True:
-            with self._lock:
-                now = time.monotonic()
-                deadline = min(batch.last + self._idle, batch.first + self._max_wait)
-                if now >= deadline or len(batch.entries) >= _MAX_BATCH:
-                    del self._batches[key]
-                    return list(batch.entries)
-            time.sleep(min(deadline - now, 0.005))
-
-    def _send(self, request: Mapping[str, Any], entries: list[_Entry], capacity_type: str) -> None:
-        body = copy.deepcopy(dict(request))
-        body["TargetCapacitySpecification"]["TotalTargetCapacity"] = len(entries)
-        if len(entries) == 1:
+    def _send(self, launches: list[_Launch]) -> list[tuple[FleetOutcome, bool]]:
+        """One CreateFleet for all ``launches``; each gets its outcome and whether it was
+        batched (its own tags still to be put on its instance)."""
+        first = launches[0]
+        body = copy.deepcopy(dict(first.request))
+        body["TargetCapacitySpecification"]["TotalTargetCapacity"] = len(launches)
+        batched = len(launches) > 1
+        if not batched:
             specifications = body.get("TagSpecifications") or [{"Tags": []}]
             shared = {t["Key"]: t["Value"] for t in specifications[0]["Tags"]}
-            own = tag_specifications({**shared, **entries[0].tags})
+            own = tag_specifications({**shared, **first.own_tags})
             if own:
                 body["TagSpecifications"] = own
-        try:
-            response = self._ec2.create_fleet(**body)
-        except Exception as error:  # botocore errors go to every caller, who maps them
-            for entry in entries:
-                entry.error = error
-                entry.done.set()
-            return
-        launched, errors = parse_fleet_response(response, capacity_type)
-        if len(launched) > len(entries):
+        response = self._ec2.create_fleet(**body)
+        launched, errors = parse_fleet_response(response, first.capacity_type)
+        if len(launched) > len(launches):
             log.error(
                 "CreateFleet returned more instances than requested",
-                extra={"instances": [i.instance_id for i in launched[len(entries) :]]},
+                extra={"instances": [i.instance_id for i in launched[len(launches) :]]},
             )
-        for index, entry in enumerate(entries):
-            instance = launched[index] if index < len(launched) else None
-            if instance is not None and len(entries) > 1:
-                self._tag(instance.instance_id, entry.tags)
-            entry.outcome = FleetOutcome(instance, tuple(errors))
-            entry.done.set()
+        return [
+            (FleetOutcome(launched[i] if i < len(launched) else None, tuple(errors)), batched)
+            for i in range(len(launches))
+        ]
 
     def _tag(self, instance_id: str, tags: Mapping[str, str]) -> None:
         if not tags:

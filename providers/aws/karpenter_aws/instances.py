@@ -1,20 +1,27 @@
-"""EC2 instances Karpenter launched: describe, list, find by NodeClaim, tag, terminate."""
+"""EC2 instances Karpenter launched: describe, list, find by NodeClaim, tag, terminate.
+
+Lookups by NodeClaim arriving together (concurrent creates) are sent as one DescribeInstances
+naming all their NodeClaims, and the answer is split per NodeClaim.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from karpenter_aws.batcher import Batcher
 from karpenter_aws.labels import PROVIDER_ID_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL, cluster_tag
 from karpenter_core.apis import labels as wk
 from karpenter_core.cloudprovider.types import CloudProviderError, NodeClaimNotFound
 
 __all__ = [
     "LIVE_STATES",
+    "MAX_LOOKUP_BATCH",
     "Instance",
     "Instances",
     "instance_from_description",
@@ -24,6 +31,10 @@ __all__ = [
 
 LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
 """Instance states that still count as existing (terminated ones do not)."""
+
+MAX_LOOKUP_BATCH = 200 - 1 - len(LIVE_STATES)
+"""The most NodeClaims one lookup names: EC2 takes at most 200 filter values in a call, and the
+cluster tag and the states take the others."""
 
 _NOT_FOUND = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
 
@@ -84,11 +95,24 @@ def _state_filter() -> dict[str, Any]:
 
 
 class Instances:
-    """The cluster's instances, through an EC2 client."""
+    """The cluster's instances, through an EC2 client.
 
-    def __init__(self, ec2: Any, cluster_name: str) -> None:
+    ``find_for_nodeclaim`` calls within ``lookup_idle`` of each other (at most ``lookup_max``
+    after the first) share one DescribeInstances.
+    """
+
+    def __init__(
+        self,
+        ec2: Any,
+        cluster_name: str,
+        lookup_idle: timedelta = timedelta(milliseconds=35),
+        lookup_max: timedelta = timedelta(seconds=1),
+    ) -> None:
         self._ec2 = ec2
         self._cluster_name = cluster_name
+        self._lookups: Batcher[str, Instance | None] = Batcher(
+            self._find_many, lookup_idle, lookup_max, MAX_LOOKUP_BATCH
+        )
 
     def get(self, instance_id: str) -> Instance:
         """The instance with this id; ``NodeClaimNotFound`` when it is gone or terminated."""
@@ -116,17 +140,34 @@ class Instances:
             "listing the cluster's instances",
         )
 
+    def expecting_lookup(self) -> AbstractContextManager[None]:
+        """Within this block the calling thread counts as about to ``find_for_nodeclaim``: an
+        open lookup waits for it (up to ``lookup_max``) instead of going out when idle."""
+        return self._lookups.expecting()
+
     def find_for_nodeclaim(self, nodeclaim: str) -> Instance | None:
-        """The live instance tagged for NodeClaim ``nodeclaim`` in this cluster, if any."""
+        """The live instance tagged for NodeClaim ``nodeclaim`` in this cluster, if any (the
+        lowest id when there are several)."""
+        return self._lookups.add(None, nodeclaim)
+
+    def _find_many(self, nodeclaims: list[str]) -> list[Instance | None]:
+        names = sorted(set(nodeclaims))
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         found = self._describe(
             [
-                {"Name": f"tag:{TAG_NODECLAIM}", "Values": [nodeclaim]},
+                {"Name": f"tag:{TAG_NODECLAIM}", "Values": names},
                 {"Name": f"tag:{cluster_tag(self._cluster_name)}", "Values": ["owned"]},
                 _state_filter(),
             ],
-            f"looking up the instance of NodeClaim {nodeclaim}",
+            f"looking up the instances of NodeClaims {shown}",
         )
-        return min(found, key=lambda i: i.id) if found else None
+        by_name: dict[str, Instance] = {}
+        for instance in found:
+            name = instance.tags.get(TAG_NODECLAIM, "")
+            kept = by_name.get(name)
+            if kept is None or instance.id < kept.id:
+                by_name[name] = instance
+        return [by_name.get(name) for name in nodeclaims]
 
     def terminate(self, instance_id: str) -> Instance:
         """Start terminating the instance (skipped when it is already shutting down); returns it
