@@ -73,13 +73,15 @@ OPTIONS = (
     ),
     ProviderOption(
         "fleet-batch-idle-duration",
-        "CreateFleet batching: launch once no identical request came for this long",
+        "Batching of concurrent creates (instance lookups, CreateFleet): send once no "
+        "identical request came for this long",
         default="35ms",
         env="FLEET_BATCH_IDLE_DURATION",
     ),
     ProviderOption(
         "fleet-batch-max-duration",
-        "CreateFleet batching: launch at the latest this long after the first request",
+        "Batching of concurrent creates (instance lookups, CreateFleet): send at the latest "
+        "this long after the first request",
         default="1s",
         env="FLEET_BATCH_MAX_DURATION",
     ),
