@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
+from click.testing import CliRunner
 
 from karpenter_aws import labels
 from karpenter_aws.catalog import (
@@ -22,6 +25,7 @@ from karpenter_aws.pricing import PriceBook
 from karpenter_aws.settings import AWSSettings
 from karpenter_aws.unavailable import UnavailableOfferings
 from karpenter_core.apis import labels as wk
+from karpenter_core.cli.main import cli
 from karpenter_core.cloudprovider.types import InstanceType
 from tests import aws_env
 
@@ -174,8 +178,12 @@ def test_offline_other_region_uses_the_us_east_1_table() -> None:
 
 
 def test_offline_unknown_region_is_a_clear_error() -> None:
-    with pytest.raises(CatalogError, match="no offline instance type data for region 'mars-1'"):
+    with pytest.raises(CatalogError) as error:
         InstanceTypeCatalog.offline(AWSSettings(region="mars-1"))
+    assert str(error.value) == (
+        "no offline instance type data for region 'mars-1'; "
+        f"available: {', '.join(offline_regions())}"
+    )
 
 
 def test_node_class_zones_kubelet_and_root_volume() -> None:
@@ -207,11 +215,20 @@ def test_node_class_zones_kubelet_and_root_volume() -> None:
     ].values == frozenset({"use1-az3"})
 
 
-def test_node_class_without_subnets_has_no_offerings() -> None:
+def test_offline_node_class_without_subnets_gets_every_zone() -> None:
+    """Offline nothing resolves the subnets: the EC2NodeClass's own settings still apply."""
     catalog = InstanceTypeCatalog.offline(AWSSettings(region="us-east-1"))
-    types = catalog.instance_types(_node_class([]))
-    assert types
-    assert not any(t.offerings for t in types)
+    types = catalog.instance_types(_node_class([], kubelet={"maxPods": 8}))
+    m5 = _named(types, "m5.large")
+    every = _named(catalog.instance_types(None), "m5.large")
+    assert m5.requirements[wk.TOPOLOGY_ZONE] == every.requirements[wk.TOPOLOGY_ZONE]
+    assert (
+        m5.requirements[labels.LABEL_TOPOLOGY_ZONE_ID]
+        == every.requirements[labels.LABEL_TOPOLOGY_ZONE_ID]
+    )
+    assert set(_offerings(m5)) == set(_offerings(every))
+    assert m5.capacity["pods"] == 8_000
+    assert _named(types, "c6a.xlarge").capacity["pods"] == 8_000
 
 
 def test_repeated_calls_are_cached_per_inputs() -> None:
@@ -313,6 +330,8 @@ def test_live_catalog_reads_ec2_and_refreshes_when_stale(aws: aws_env.AWSEnv) ->
     assert all(o.estimated for o in m5.offerings if o.capacity_type == "spot")
     assert not any(t.name.startswith("mac") for t in types)
     assert catalog.instance_types(node_class) is types
+    # live, an EC2NodeClass whose subnets are not resolved yet can launch nothing
+    assert not any(t.offerings for t in catalog.instance_types(_node_class([])))
     calls = len(described)
 
     # stale: refreshed on the next call; a failure keeps what was read before
@@ -332,3 +351,53 @@ def test_live_catalog_without_data_raises(aws: aws_env.AWSEnv) -> None:
     )
     with pytest.raises(CatalogError, match="reading EC2 instance types in us-east-1"):
         catalog.instance_types(None)
+
+
+# Simulation
+
+
+GPU_SCENARIO = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: gpu
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.k8s.aws/instance-gpu-count, operator: Exists}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: c}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: c}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: small, namespace: default}
+spec:
+  containers:
+    - name: c
+      image: busybox
+      resources: {requests: {cpu: 100m}}
+"""
+
+
+def test_simulate_a_node_pool_requiring_gpus_picks_a_gpu_type(tmp_path: Path) -> None:
+    scenario = tmp_path / "gpu.yaml"
+    scenario.write_text(GPU_SCENARIO)
+    args = ["simulate", "--provider", "aws", "--region", "us-east-1", "-o", "json"]
+    result = CliRunner().invoke(cli, [*args, "-f", str(scenario)])
+    assert result.exit_code == 0, result.output
+    (claim,) = json.loads(result.stdout)["nodeclaims"]
+    catalog = InstanceTypeCatalog.offline(AWSSettings(region="us-east-1"))
+    chosen = _named(catalog.instance_types(None), claim["instance_type"])
+    # the cheapest may be a fractional GPU (g6f: a GPU count of 0, as EC2 reports it)
+    assert chosen.requirements[labels.LABEL_INSTANCE_GPU_COUNT].values
+    assert chosen.requirements[labels.LABEL_INSTANCE_GPU_NAME].values

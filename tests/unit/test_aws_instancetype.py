@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 
 from karpenter_aws import instancetype, labels
+from karpenter_aws.amis import map_to_instance_types
 from karpenter_aws.instancetype import BuildOptions, build, shape
+from karpenter_aws.nodeclass import AMIStatus
 from karpenter_core.apis import labels as wk
+from karpenter_core.scheduling.requirements import Operator, Requirements
 
 MIB = 2**20
 GIB = 2**30
@@ -151,8 +154,22 @@ def test_m5_large_capacity_overhead_and_labels() -> None:
     assert it.requirements[wk.TOPOLOGY_ZONE].values == frozenset(ZONES)
     assert it.requirements[labels.LABEL_TOPOLOGY_ZONE_ID].values == frozenset(ZONES.values())
     assert it.requirements[wk.CAPACITY_TYPE].values == frozenset({"on-demand", "spot"})
-    assert labels.LABEL_INSTANCE_GPU_COUNT not in it.requirements
-    assert wk.WINDOWS_BUILD not in it.requirements
+    absent = {
+        key
+        for key, requirement in it.requirements.items()
+        if requirement.operator() is Operator.DOES_NOT_EXIST
+    }
+    assert absent == {
+        wk.WINDOWS_BUILD,
+        labels.LABEL_INSTANCE_GPU_NAME,
+        labels.LABEL_INSTANCE_GPU_MANUFACTURER,
+        labels.LABEL_INSTANCE_GPU_COUNT,
+        labels.LABEL_INSTANCE_GPU_MEMORY,
+        labels.LABEL_INSTANCE_ACCELERATOR_NAME,
+        labels.LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
+        labels.LABEL_INSTANCE_ACCELERATOR_COUNT,
+        labels.LABEL_INSTANCE_LOCAL_NVME,
+    }
 
 
 def test_graviton_loses_64_mib_before_the_vm_overhead() -> None:
@@ -305,6 +322,84 @@ def test_name_parsing() -> None:
     high_memory = _build(PACKAGED["u-6tb1.112xlarge"])
     assert _labels(high_memory)[labels.LABEL_INSTANCE_CATEGORY] == "u"
     assert _labels(high_memory)[labels.LABEL_INSTANCE_GENERATION] == "1"
+
+
+def _node_pool(key: str, operator: str, *values: str) -> Requirements:
+    return Requirements.from_node_selector([{"key": key, "operator": operator, "values": values}])
+
+
+def test_every_type_defines_every_provider_label() -> None:
+    options = BuildOptions(region="us-east-1")
+    keys = {
+        frozenset(built.requirements)
+        for built in (build(s, options, ZONES, ()) for s in map(shape, PACKAGED.values()) if s)
+        if built is not None
+    }
+    assert len(keys) == 1
+    (defined,) = keys
+    provider = {getattr(labels, name) for name in dir(labels) if name.startswith("LABEL_INSTANCE")}
+    assert provider | {wk.WINDOWS_BUILD} <= defined
+
+
+@pytest.mark.parametrize(
+    ("requirement", "cpu_type", "gpu_type"),
+    [
+        ((labels.LABEL_INSTANCE_GPU_COUNT, "Exists"), False, True),
+        ((labels.LABEL_INSTANCE_GPU_COUNT, "In", "1"), False, True),
+        ((labels.LABEL_INSTANCE_GPU_COUNT, "Gt", "0"), False, True),
+        ((labels.LABEL_INSTANCE_GPU_COUNT, "DoesNotExist"), True, False),
+        ((labels.LABEL_INSTANCE_GPU_COUNT, "NotIn", "1"), True, False),
+        ((labels.LABEL_INSTANCE_GPU_NAME, "In", "a10g"), False, True),
+        ((labels.LABEL_INSTANCE_LOCAL_NVME, "Gt", "100"), False, True),
+        ((labels.LABEL_INSTANCE_LOCAL_NVME, "DoesNotExist"), True, False),
+        ((labels.LABEL_INSTANCE_ACCELERATOR_COUNT, "Exists"), False, False),
+        ((labels.LABEL_INSTANCE_ACCELERATOR_COUNT, "DoesNotExist"), True, True),
+        ((wk.WINDOWS_BUILD, "Exists"), False, False),
+        ((wk.WINDOWS_BUILD, "DoesNotExist"), True, True),
+    ],
+)
+def test_a_requirement_on_a_label_a_type_lacks(
+    requirement: tuple[str, ...], cpu_type: bool, gpu_type: bool
+) -> None:
+    """Requiring a label selects only the types that have it, as the scheduler filters them."""
+    node_pool = _node_pool(*requirement)
+    m5 = _build(M5_LARGE)
+    g5 = _build(PACKAGED["g5.xlarge"])
+    assert (node_pool.intersects(m5.requirements) is None) is cpu_type
+    assert (node_pool.intersects(g5.requirements) is None) is gpu_type
+
+
+def test_windows_types_define_the_windows_build() -> None:
+    windows = _build(M5_LARGE, ami_family="Windows2019")
+    assert _node_pool(wk.WINDOWS_BUILD, "In", "10.0.17763").intersects(windows.requirements) is None
+    assert _node_pool(wk.WINDOWS_BUILD, "DoesNotExist").intersects(windows.requirements)
+
+
+def test_ami_variants_match_the_types_they_are_for() -> None:
+    variants = {
+        "standard": [
+            {"key": labels.LABEL_INSTANCE_ACCELERATOR_COUNT, "operator": "DoesNotExist"},
+            {"key": labels.LABEL_INSTANCE_GPU_COUNT, "operator": "DoesNotExist"},
+        ],
+        "nvidia": [{"key": labels.LABEL_INSTANCE_GPU_COUNT, "operator": "Exists"}],
+        "neuron": [{"key": labels.LABEL_INSTANCE_ACCELERATOR_COUNT, "operator": "Exists"}],
+    }
+    amis = [
+        AMIStatus.model_validate(
+            {
+                "id": name,
+                "requirements": [*reqs, {"key": wk.ARCH, "operator": "In", "values": ["amd64"]}],
+            }
+        )
+        for name, reqs in variants.items()
+    ]
+    types = [_build(M5_LARGE), _build(PACKAGED["g5.xlarge"]), _build(PACKAGED["inf2.xlarge"])]
+    mapping = map_to_instance_types(types, amis)
+    assert {ami: [t.name for t in its] for ami, its in mapping.items()} == {
+        "standard": ["m5.large"],
+        "nvidia": ["g5.xlarge"],
+        "neuron": ["inf2.xlarge"],
+    }
 
 
 def test_building_every_packaged_type_is_fast() -> None:

@@ -180,7 +180,7 @@ class InstanceTypeCatalog:
         if region not in regions:
             raise CatalogError(
                 f"no offline instance type data for region {region!r}; "
-                f"available: {', '.join(sorted(regions))}"
+                f"available: {', '.join(offline_regions())}"
             )
         prices = PriceBook(region, spot_estimate=OFFLINE_SPOT_ESTIMATE, isolated_vpc=True)
         catalog = cls(settings, region, prices, unavailable or UnavailableOfferings())
@@ -292,6 +292,9 @@ class InstanceTypeCatalog:
         """Every instance type the EC2NodeClass may launch (including those with no available
         offering); ``None`` means all zones of the region and AL2023 defaults.
 
+        The zones are those of the EC2NodeClass's resolved subnets. Offline, where nothing
+        resolves them, an EC2NodeClass without subnets in its status gets all zones of the region.
+
         The list is shared between callers: do not modify it or its instance types.
         """
         data = self._current()
@@ -344,9 +347,11 @@ class InstanceTypeCatalog:
             instance_store_raid0=node_class.spec.instance_store_policy == "RAID0",
             region=self.region,
         )
+        subnets = node_class.status.subnets
+        if not subnets and not self.is_live:
+            return options, tuple(sorted(data.zones.items()))
         zones = {
-            subnet.zone: subnet.zone_id or data.zones.get(subnet.zone, "")
-            for subnet in node_class.status.subnets
+            subnet.zone: subnet.zone_id or data.zones.get(subnet.zone, "") for subnet in subnets
         }
         return options, tuple(sorted(zones.items()))
 

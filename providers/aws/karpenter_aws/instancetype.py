@@ -12,10 +12,15 @@ kubelet settings, root volume) and the zones and offerings, following upstream's
   memory 11 MiB x pods + 255 MiB; ephemeral-storage 1Gi;
 - eviction threshold memory 100Mi and 10% of ephemeral storage, or the kubelet's evictionHard.
   Soft eviction thresholds do not reduce allocatable capacity.
+
+Every instance type defines every provider label (and ``node.kubernetes.io/windows-build``): a
+label it lacks, such as the GPU count of a type without GPUs, is a DoesNotExist requirement, so a
+NodePool requiring the label (Exists, In, Gt ...) excludes the type instead of ignoring the key.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -75,6 +80,31 @@ _KUBE_RESERVED_EPHEMERAL = to_milli(parse_quantity("1Gi"))
 _EVICTION_MEMORY = to_milli(parse_quantity("100Mi"))
 _CATEGORY = re.compile(r"(^[a-z]+)(-[0-9]+tb)?([0-9]+).*\.")
 _EVICTION_SIGNALS = {"memory.available": "memory", "nodefs.available": "ephemeral-storage"}
+_INSTANCE_LABELS = (
+    labels.LABEL_INSTANCE_CATEGORY,
+    labels.LABEL_INSTANCE_FAMILY,
+    labels.LABEL_INSTANCE_GENERATION,
+    labels.LABEL_INSTANCE_SIZE,
+    labels.LABEL_INSTANCE_CPU,
+    labels.LABEL_INSTANCE_CPU_MANUFACTURER,
+    labels.LABEL_INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+    labels.LABEL_INSTANCE_MEMORY,
+    labels.LABEL_INSTANCE_EBS_BANDWIDTH,
+    labels.LABEL_INSTANCE_NETWORK_BANDWIDTH,
+    labels.LABEL_INSTANCE_HYPERVISOR,
+    labels.LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT,
+    labels.LABEL_INSTANCE_GPU_NAME,
+    labels.LABEL_INSTANCE_GPU_MANUFACTURER,
+    labels.LABEL_INSTANCE_GPU_COUNT,
+    labels.LABEL_INSTANCE_GPU_MEMORY,
+    labels.LABEL_INSTANCE_ACCELERATOR_NAME,
+    labels.LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
+    labels.LABEL_INSTANCE_ACCELERATOR_COUNT,
+    labels.LABEL_INSTANCE_LOCAL_NVME,
+    labels.LABEL_INSTANCE_CAPABILITY_FLEX,
+)
+"""The provider's instance labels; those a type lacks are DoesNotExist requirements."""
+_ABSENT = {key: Requirement(key, False) for key in (*_INSTANCE_LABELS, wk.WINDOWS_BUILD)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +196,14 @@ def _kebab(value: str) -> str:
     return value.replace(" ", "-").lower()
 
 
+@functools.cache
+def _single(key: str, value: str) -> Requirement:
+    return Requirement(key, False, frozenset((value,)))
+
+
 def _label(key: str, value: object) -> Requirement:
-    return Requirement(key, False, frozenset((str(value),)))
+    """``key In [value]``, shared between the types that have the same label (never mutated)."""
+    return _single(key, str(value))
 
 
 def shape(info: Mapping[str, Any]) -> Shape | None:
@@ -282,6 +318,8 @@ def shape(info: Mapping[str, Any]) -> Shape | None:
             reqs.append(_label(labels.LABEL_INSTANCE_ACCELERATOR_MANUFACTURER, "aws"))
             reqs.append(_label(labels.LABEL_INSTANCE_ACCELERATOR_COUNT, first.get("Count", 0)))
     extended = {k: v * 1000 for k, v in extended.items() if v}
+    present = {r.key for r in reqs}
+    reqs.extend(_ABSENT[key] for key in _INSTANCE_LABELS if key not in present)
     efa = int(((network.get("EfaInfo") or {}).get("MaximumEfaInterfaces")) or 0)
     return Shape(
         name=name,
@@ -369,8 +407,9 @@ def build(
         added.append(_label(wk.TOPOLOGY_REGION, options.region))
     if zone_ids:
         added.append(Requirement(labels.LABEL_TOPOLOGY_ZONE_ID, False, zone_ids))
-    if windows:
-        added.append(_label(wk.WINDOWS_BUILD, WINDOWS_BUILDS[family]))
+    added.append(
+        _label(wk.WINDOWS_BUILD, WINDOWS_BUILDS[family]) if windows else _ABSENT[wk.WINDOWS_BUILD]
+    )
     requirements.add(*added)
 
     if options.max_pods is not None:
