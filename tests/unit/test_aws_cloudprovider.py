@@ -59,14 +59,18 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class Apiserver:
-    """Serves ``GET`` of cluster-scoped EC2NodeClasses from ``objects`` (name -> manifest)."""
+    """Serves ``GET`` of cluster-scoped EC2NodeClasses from ``objects`` (name -> manifest) and
+    counts them (``reads``)."""
 
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
+        self.reads = 0
         objects = self.objects
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                server.reads += 1
                 name = self.path.removeprefix(PATH) if self.path.startswith(PATH) else None
                 found = objects.get(name or "")
                 status = 200 if found is not None else 404
@@ -846,3 +850,256 @@ def test_no_drift_without_node_class_or_instance(env: Env) -> None:
     assert env.provider.is_drifted(created) == ""
     del env.apiserver.objects["default"]
     assert env.provider.is_drifted(created) == ""
+
+
+def test_drift_reads_instances_from_the_cache_and_batches_the_rest(
+    aws: AWSEnv, apiserver: Apiserver
+) -> None:
+    env = Env(aws, apiserver, **{"fleet-batch-max-duration": "5s"})
+    names = [f"default-{i:02d}" for i in range(10)]
+    created = in_threads(10, lambda i: env.provider.create(claim(names[i])))
+    assert not [c for c in created if isinstance(c, Exception)], created
+    for launched in created:  # moto does not apply the launch template's security groups
+        env.aws.client("ec2").modify_instance_attribute(
+            InstanceId=instance_id(launched), Groups=[env.aws.security_group_id]
+        )
+    describes = Calls(env.ec2, "DescribeInstances")
+    for launched in created * 5:
+        assert env.provider.is_drifted(launched) == ""
+    assert describes.count == 0  # what was launched is known
+
+    restarted = Env(aws, apiserver, **{"fleet-batch-idle-duration": "200ms"})
+    restarted.provider.node_classes = NodeClasses(apiserver.client())
+    assert restarted.provider.get_instance_types(nodepool())  # as the provisioner has
+    describes = Calls(restarted.ec2, "DescribeInstances")
+    drifted = in_threads(50, lambda i: restarted.provider.is_drifted(created[i % 10]))
+    assert drifted == [""] * 50
+    assert describes.count <= 2
+    assert sorted({i for p in describes.params for i in p["InstanceIds"]}) == sorted(
+        instance_id(c) for c in created
+    )
+    for launched in created * 5:
+        assert restarted.provider.is_drifted(launched) == ""
+    assert describes.count <= 2
+
+
+def test_delete_is_not_fooled_by_the_instance_cache(env: Env) -> None:
+    created = env.provider.create(claim())
+    env.aws.client("ec2").terminate_instances(InstanceIds=[instance_id(created)])
+    assert env.provider.get(created.status.provider_id or "").metadata.name == "default-abcde"
+    terminates = Calls(env.ec2, "TerminateInstances")
+    with pytest.raises(NodeClaimNotFound):
+        env.provider.delete(created)
+    assert terminates.count == 0
+    with pytest.raises(NodeClaimNotFound):
+        env.provider.get(created.status.provider_id or "")
+
+
+# -- EC2NodeClass cache ---------------------------------------------------------------------------
+
+
+def test_only_ready_node_classes_are_cached(env: Env) -> None:
+    apiserver = env.apiserver
+    node_classes = NodeClasses(apiserver.client(), ttl=timedelta(minutes=1))
+    manifest = env.node_class()
+    ready = copy.deepcopy(manifest["status"]["conditions"])
+    manifest["status"]["conditions"] = [
+        {**ready[0], "status": "Unknown", "reason": "AwaitingReconciliation", "message": "wait"}
+    ]
+    reads = apiserver.reads
+    for _ in range(3):
+        node_class = node_classes.get("default")
+        assert node_class is not None and node_class.not_ready_reason() == "wait"
+        assert node_classes.get("later") is None
+    assert apiserver.reads == reads + 6  # not ready and missing ones are read every time
+
+    manifest["status"]["conditions"] = ready
+    apiserver.objects["later"] = {**manifest, "metadata": {**manifest["metadata"], "name": "later"}}
+    node_class = node_classes.get("default")
+    assert node_class is not None and node_class.not_ready_reason() is None
+    assert node_classes.get("later") is not None
+    reads = apiserver.reads
+    for _ in range(3):
+        assert node_classes.get("default") is not None
+        assert node_classes.get("later") is not None
+    assert apiserver.reads == reads  # Ready ones are reused
+    assert node_classes.get("default", fresh=True) is not None
+    assert apiserver.reads == reads + 1
+
+    manifest["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert node_classes.get("default", fresh=True) is None
+    reads = apiserver.reads
+    assert node_classes.get("default") is None
+    assert apiserver.reads == reads + 1  # a deleting one is not kept either
+
+
+def test_a_node_class_is_launched_from_as_soon_as_it_is_ready(
+    aws: AWSEnv, apiserver: Apiserver
+) -> None:
+    env = Env(aws, apiserver)
+    env.provider.node_classes = NodeClasses(apiserver.client())  # the default reuse time
+    conditions = env.node_class()["status"]["conditions"]
+    ready = copy.deepcopy(conditions)
+    conditions[0].update(status="Unknown", reason="AwaitingReconciliation", message="resolving")
+    assert not env.provider.node_class_readiness(nodepool()).ready
+    assert env.provider.get_instance_types(nodepool()) != []
+    env.node_class()["status"]["conditions"] = ready
+    assert env.provider.node_class_readiness(nodepool()).ready
+
+
+# -- cluster discovery ----------------------------------------------------------------------------
+
+
+class DescribeCluster:
+    """Counts EKS DescribeCluster calls and refuses them while ``denied``."""
+
+    def __init__(self, eks: Any) -> None:
+        self.count = 0
+        self.denied = True
+        eks.meta.events.register("before-call.eks.DescribeCluster", self._call)
+
+    def _call(self, **_: Any) -> Any:
+        self.count += 1
+        if not self.denied:
+            return None
+
+        class Raw:
+            status_code = 403
+            headers: dict[str, str] = {}
+
+        error = {"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}
+        return Raw(), error
+
+
+def test_a_failed_cluster_lookup_is_retried_after_a_minute(
+    aws: AWSEnv, apiserver: Apiserver
+) -> None:
+    env = Env(aws, apiserver, **{"cluster-endpoint": "https://api.example"})
+    describe = DescribeCluster(env.provider.clients.eks)
+    for name in ("a", "b"):
+        with pytest.raises(CreateError) as caught:
+            env.provider.create(claim(name))
+        assert caught.value.reason == "ClusterCIDRUnknown"
+        message = caught.value.message
+        assert "--service-cidr" in message and "eks:DescribeCluster" in message
+        assert "AccessDeniedException" in message and "'default'" in message
+    assert (describe.count, env.fleets.count) == (1, 0)
+    env.clock.now += timedelta(seconds=59)
+    with pytest.raises(CreateError):
+        env.provider.create(claim("c"))
+    assert describe.count == 1
+    describe.denied = False
+    env.clock.now += timedelta(seconds=2)
+    env.provider.create(claim("d"))
+    env.provider.create(claim("e"))
+    assert (describe.count, env.fleets.count) == (2, 2)
+
+
+def test_without_an_endpoint_a_failed_cluster_lookup_says_what_to_set(
+    aws: AWSEnv, apiserver: Apiserver
+) -> None:
+    env = Env(aws, apiserver)
+    DescribeCluster(env.provider.clients.eks)
+    with pytest.raises(CreateError) as caught:
+        env.provider.create(claim())
+    assert caught.value.reason == "ClusterDiscoveryFailed"
+    assert "--cluster-endpoint" in caught.value.message
+    assert "AccessDeniedException" in caught.value.message
+
+
+def test_settings_make_the_cluster_lookup_unneeded(aws: AWSEnv, apiserver: Apiserver) -> None:
+    env = Env(
+        aws,
+        apiserver,
+        **{
+            "cluster-endpoint": "https://api.example",
+            "cluster-ca-bundle": "Y2E=",
+            "service-cidr": "10.100.0.0/16",
+        },
+    )
+    describe = DescribeCluster(env.provider.clients.eks)
+    env.provider.create(claim())
+    assert describe.count == 0
+    import base64
+
+    data = env.templates.params[0]["LaunchTemplateData"]
+    user_data = base64.b64decode(data["UserData"]).decode()
+    assert "10.100.0.0/16" in user_data and "10.100.0.10" in user_data
+
+
+# -- partly filled fleets -------------------------------------------------------------------------
+
+
+def test_callers_a_batched_fleet_left_out_get_insufficient_capacity(
+    aws: AWSEnv, apiserver: Apiserver
+) -> None:
+    env = Env(
+        aws, apiserver, **{"fleet-batch-idle-duration": "100ms", "fleet-batch-max-duration": "5s"}
+    )
+
+    def only_one(params: dict[str, Any], **_: Any) -> None:
+        params["TargetCapacitySpecification"]["TotalTargetCapacity"] = 1
+
+    env.ec2.meta.events.register("before-parameter-build.ec2.CreateFleet", only_one)
+    results = in_threads(3, lambda i: env.provider.create(claim(f"default-{i}")))
+    assert env.fleets.count == 1
+    assert sum(isinstance(r, NodeClaim) for r in results) == 1
+    left_out = [r for r in results if not isinstance(r, NodeClaim)]
+    assert all(isinstance(r, InsufficientCapacity) for r in left_out), left_out
+    assert "no instance and no error returned" in str(left_out[0])
+
+
+# -- simulate ---------------------------------------------------------------------------------------
+
+SCENARIO = """
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: few-pods}
+spec:
+  role: KarpenterNodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+%s
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: few-pods}
+      requirements:
+      - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 20
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: app
+        resources: {requests: {cpu: 10m, memory: 16Mi}}
+"""
+
+
+@pytest.mark.parametrize(("kubelet", "most"), [("  kubelet: {maxPods: 8}", 8), ("", 20)])
+def test_simulate_follows_the_node_class_of_the_manifests(
+    tmp_path: Any, kubelet: str, most: int
+) -> None:
+    from click.testing import CliRunner
+
+    from karpenter_core.cli.simulate import simulate
+
+    path = tmp_path / "scenario.yaml"
+    path.write_text(SCENARIO % kubelet)
+    args = ["--provider", "aws", "--region", "us-east-1", "-f", str(path), "-o", "json"]
+    result = CliRunner().invoke(simulate, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["unschedulable"] == [] and report["summary"]["pods"] == 20
+    per_node = [len(c["pods"]) for c in report["nodeclaims"]]
+    assert sum(per_node) == 20 and max(per_node) == most

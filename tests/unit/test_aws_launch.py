@@ -275,8 +275,13 @@ def test_other_errors_are_create_errors_with_their_code() -> None:
     assert isinstance(error, CreateError)
     assert error.reason == "InvalidParameterValue"
     assert "InsufficientInstanceCapacity" in error.message
+
+
+def test_no_instance_and_no_errors_is_insufficient_capacity() -> None:
+    # what the last callers of a batched fleet EC2 filled only in part get
     empty = fleet_failure([], "default-x")
-    assert isinstance(empty, CreateError) and "no instance" in empty.message
+    assert isinstance(empty, InsufficientCapacity)
+    assert "no instance and no error returned" in str(empty) and "default-x" in str(empty)
 
 
 # Launch templates
@@ -863,3 +868,79 @@ def test_list_pages_through_many_instances(aws: AWSEnv) -> None:
         ],
     )
     assert len(Instances(ec2, "test-cluster").list()) == 30
+
+
+class _Ticks:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_gets_are_served_from_the_cache_until_it_expires(aws: AWSEnv) -> None:
+    ec2 = aws.client("ec2")
+    owned = {CLUSTER_TAG: "owned", "karpenter.sh/nodepool": "default"}
+    first, second = (_run(ec2, aws, owned) for _ in range(2))
+    ticks = _Ticks()
+    instances = Instances(ec2, "test-cluster", timedelta(milliseconds=5), monotonic=ticks)
+    describes = _Calls(ec2, "DescribeInstances")
+    assert {i.id for i in instances.list()} == {first, second}
+    assert (instances.get(first).id, instances.get(second).id) == (first, second)
+    assert len(describes) == 1  # the list
+    ticks.now += 59
+    instances.get(first)
+    assert len(describes) == 1
+    ticks.now += 2
+    assert instances.get(first).state == "running"
+    assert len(describes) == 2
+    assert describes.params[-1]["InstanceIds"] == [first]
+    instances.get(first)
+    assert len(describes) == 2  # read again, kept again
+
+
+def test_concurrent_gets_share_one_describe_and_a_missing_id_fails_its_caller_only(
+    aws: AWSEnv,
+) -> None:
+    ec2 = aws.client("ec2")
+    ours = [_run(ec2, aws, {CLUSTER_TAG: "owned"}) for _ in range(3)]
+    gone = _run(ec2, aws, {CLUSTER_TAG: "owned"})
+    ec2.terminate_instances(InstanceIds=[gone])
+    describes = _Calls(ec2, "DescribeInstances")
+    instances = Instances(ec2, "test-cluster", timedelta(milliseconds=200), timedelta(seconds=2))
+    wanted = [*ours, gone, ours[0]]
+    results = _in_threads(5, lambda i: _raised(lambda: instances.get(wanted[i])) or wanted[i])
+    assert results[:3] == ours and results[4] == ours[0]
+    assert isinstance(results[3], NodeClaimNotFound) and gone in str(results[3])
+    assert len(describes) == 1
+    assert sorted(describes.params[0]["InstanceIds"]) == sorted({*ours, gone})
+
+
+def test_an_id_ec2_does_not_know_is_read_alone(aws: AWSEnv) -> None:
+    ec2 = aws.client("ec2")
+    ours = _run(ec2, aws, {CLUSTER_TAG: "owned"})
+    unknown = "i-0123456789abcdef0"
+    describes = _Calls(ec2, "DescribeInstances")
+    instances = Instances(ec2, "test-cluster", timedelta(milliseconds=200), timedelta(seconds=2))
+    wanted = [ours, unknown]
+    results = _in_threads(2, lambda i: _raised(lambda: instances.get(wanted[i])) or wanted[i])
+    assert results[0] == ours
+    assert isinstance(results[1], NodeClaimNotFound) and unknown in str(results[1])
+    assert len(describes) == 3  # together (refused for the unknown id), then one each
+
+
+def test_terminate_reads_the_instance_afresh(aws: AWSEnv) -> None:
+    ec2 = aws.client("ec2")
+    ours = _run(ec2, aws, {CLUSTER_TAG: "owned", "karpenter.sh/nodepool": "default"})
+    instances = Instances(ec2, "test-cluster", timedelta(milliseconds=5))
+    instances.list()
+    ec2.terminate_instances(InstanceIds=[ours])
+    assert instances.get(ours).state == "running"  # the cached view
+    terminates = _Calls(ec2, "TerminateInstances")
+    with pytest.raises(NodeClaimNotFound):
+        instances.terminate(ours)
+    assert len(terminates) == 0
+    with pytest.raises(NodeClaimNotFound):
+        instances.get(ours)

@@ -57,6 +57,7 @@ from karpenter_aws.labels import (
 )
 from karpenter_aws.launchtemplates import NOT_FOUND_CODES, LaunchTemplateConfig, LaunchTemplates
 from karpenter_aws.nodeclass import (
+    AMI_FAMILY_AL2023,
     GROUP,
     HASH_ANNOTATION,
     HASH_VERSION,
@@ -95,6 +96,7 @@ if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodepool import NodePool
 
 __all__ = [
+    "CLUSTER_RETRY",
     "NODE_CLASS_TTL",
     "PRICE_REFRESH",
     "AWSCloudProvider",
@@ -108,7 +110,10 @@ __all__ = [
 log = logging.getLogger("karpenter.aws")
 
 NODE_CLASS_TTL = timedelta(seconds=3)
-"""How long an EC2NodeClass read from the apiserver is reused (creates always read afresh)."""
+"""How long a Ready EC2NodeClass read from the apiserver is reused (creates always read afresh;
+a missing or not ready one is read afresh every time)."""
+CLUSTER_RETRY = timedelta(minutes=1)
+"""How long after a failed (or incomplete) EKS DescribeCluster it is tried again."""
 PRICE_REFRESH = timedelta(hours=12)
 """How often on-demand and spot prices are read again (live catalogs only)."""
 
@@ -121,17 +126,19 @@ _RESTRICTED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
 
 
 class NodeClasses:
-    """EC2NodeClasses read from the apiserver, each reused for ``ttl``.
+    """EC2NodeClasses read from the apiserver, each Ready one reused for ``ttl``.
 
     ``get`` returns None for one that does not exist or is being deleted (as upstream, a
-    deleting EC2NodeClass launches nothing), and always None without a cluster.
+    deleting EC2NodeClass launches nothing), and always None without a cluster. Only Ready
+    EC2NodeClasses are kept: one that is missing or not ready yet is read again on every call,
+    so that it is used as soon as it becomes Ready.
     """
 
     def __init__(self, kube_client: Any, ttl: timedelta = NODE_CLASS_TTL) -> None:
         self._api = None if kube_client is None else k8s.CustomObjectsApi(kube_client)
         self._ttl = ttl.total_seconds()
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float, EC2NodeClass | None]] = {}
+        self._cache: dict[str, tuple[float, EC2NodeClass]] = {}
 
     @property
     def connected(self) -> bool:
@@ -143,13 +150,17 @@ class NodeClasses:
         if self._api is None:
             return None
         now = time.monotonic()
-        with self._lock:
-            cached = self._cache.get(name)
-        if cached is not None and not fresh and now - cached[0] < self._ttl:
-            return cached[1]
+        if not fresh:
+            with self._lock:
+                cached = self._cache.get(name)
+            if cached is not None and now - cached[0] < self._ttl:
+                return cached[1]
         node_class = self._read(name)
         with self._lock:
-            self._cache[name] = (now, node_class)
+            if node_class is not None and node_class.not_ready_reason() is None:
+                self._cache[name] = (now, node_class)
+            else:
+                self._cache.pop(name, None)
         return node_class
 
     def _read(self, name: str) -> EC2NodeClass | None:
@@ -183,6 +194,8 @@ class ClusterInfo:
     endpoint: str
     ca_bundle: str
     service_cidr: str
+    lookup_error: str = ""
+    """Why EKS DescribeCluster did not fill in what the settings leave out ("" when it did)."""
 
     @property
     def cluster_dns(self) -> tuple[str, ...]:
@@ -259,6 +272,8 @@ class AWSCloudProvider:
         self._context = context
         self._lock = threading.Lock()
         self._cluster_info: ClusterInfo | None = None
+        self._cluster_retry: tuple[datetime, ClusterInfo] | None = None
+        self._given_node_classes: dict[str, EC2NodeClass] = {}
         self._prices_due: datetime | None = None
         self._launcher: _Launcher | None = None
 
@@ -281,11 +296,24 @@ class AWSCloudProvider:
 
     # -- catalog ------------------------------------------------------------------------------
 
+    def use_node_classes(self, node_classes: Sequence[BaseModel]) -> None:
+        """Take the EC2NodeClasses of a set of manifests (``karpenter simulate``): offline, a
+        NodePool's instance types then follow its EC2NodeClass (kubelet, AMI family, root
+        volume) instead of the defaults."""
+        self._given_node_classes = {
+            n.metadata.name or "": n for n in node_classes if isinstance(n, EC2NodeClass)
+        }
+
     def get_instance_types(self, nodepool: NodePool) -> list[InstanceType]:
         """The instance types of the NodePool's EC2NodeClass; none when it is missing. Without a
-        cluster (offline, or AWS clients only), the whole catalog for all zones of the region."""
+        cluster (offline, or AWS clients only), the whole catalog for all zones of the region;
+        offline, shaped by the NodePool's EC2NodeClass when ``use_node_classes`` gave it."""
         if not self.catalog.is_live:
-            return list(self.catalog.instance_types(None))
+            ref = nodepool.spec.template.spec.node_class_ref
+            given = None
+            if (ref.group, ref.kind) == (GROUP, KIND):
+                given = self._given_node_classes.get(ref.name)
+            return list(self.catalog.instance_types(given))
         self._refresh_prices_when_due()
         if not self.node_classes.connected:
             return list(self.catalog.instance_types(None))
@@ -351,7 +379,15 @@ class AWSCloudProvider:
                 f"and requests of NodeClaim {name!r} with an available offering"
             )
         capacity_type = capacity_type_for(requirements, instance_types)
-        outcome = self._launch(launcher, nodeclaim, node_class, instance_types, capacity_type)
+        tags = launch_tags(
+            self.settings.cluster_name, node_class, nodeclaim.metadata.labels.get(wk.NODEPOOL, "")
+        )
+        own_tags = {TAG_NODECLAIM: name}
+        if TAG_NAME not in node_class.spec.tags:
+            own_tags[TAG_NAME] = name
+        outcome = self._launch(
+            launcher, nodeclaim, node_class, instance_types, capacity_type, tags, own_tags
+        )
         for error in outcome.errors:
             if error.insufficient_capacity and error.instance_type and error.zone:
                 self.unavailable.mark(capacity_type, error.instance_type, error.zone, error.code)
@@ -367,11 +403,12 @@ class AWSCloudProvider:
             state="pending",
             image_id=launched.image_id,
             subnet_id=launched.subnet_id,
-            security_group_ids=(),
+            security_group_ids=tuple(sorted(g.id for g in node_class.status.security_groups)),
             capacity_type=launched.capacity_type,
-            tags={},
+            tags={**tags, **own_tags},
             launch_time=self._context.clock(),
         )
+        launcher.instances.remember(instance)
         log.info(
             "launched instance",
             extra={
@@ -448,14 +485,10 @@ class AWSCloudProvider:
         node_class: EC2NodeClass,
         instance_types: Sequence[InstanceType],
         capacity_type: str,
+        tags: Mapping[str, str],
+        own_tags: Mapping[str, str],
     ) -> FleetOutcome:
         name = nodeclaim.metadata.name or ""
-        tags = launch_tags(
-            self.settings.cluster_name, node_class, nodeclaim.metadata.labels.get(wk.NODEPOOL, "")
-        )
-        own_tags = {TAG_NODECLAIM: name}
-        if TAG_NAME not in node_class.spec.tags:
-            own_tags[TAG_NAME] = name
         for attempt in range(2):
             templates = self._templates(
                 launcher, nodeclaim, node_class, instance_types, capacity_type, tags
@@ -528,6 +561,7 @@ class AWSCloudProvider:
                 pods = instance_type.capacity.get("pods", 0) // 1000
                 groups.setdefault((ami_id, pods), []).append(instance_type)
         cluster = self._cluster()
+        self._check_cluster(cluster, node_class)
         requirements = _requirements(nodeclaim)
         labels = node_labels(nodeclaim.metadata.labels, capacity_type)
         taints = [*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints]
@@ -563,26 +597,30 @@ class AWSCloudProvider:
         return out
 
     def _cluster(self) -> ClusterInfo:
-        """The cluster endpoint, CA and service CIDR: the settings, else EKS DescribeCluster."""
+        """The cluster endpoint, CA and service CIDR: the settings, else EKS DescribeCluster.
+
+        A complete answer is kept. After a failed or incomplete one, the settings (and what EKS
+        did say) are used, and EKS is asked again after ``CLUSTER_RETRY``.
+        """
+        now = self._context.clock()
         with self._lock:
             if self._cluster_info is not None:
                 return self._cluster_info
+            retry = self._cluster_retry
+        if retry is not None and now < retry[0]:
+            return retry[1]
         settings = self.settings
         endpoint = settings.cluster_endpoint
         ca_bundle = settings.cluster_ca_bundle
         service_cidr = settings.service_cidr
+        problem = ""
         if not (endpoint and ca_bundle and service_cidr):
+            cluster: dict[str, Any] = {}
             try:
                 cluster = self.clients.eks.describe_cluster(name=settings.cluster_name)["cluster"]
             except (ClientError, BotoCoreError) as error:
-                if not endpoint:
-                    raise CreateError(
-                        "ClusterDiscoveryFailed",
-                        f"reading EKS cluster {settings.cluster_name!r} for its endpoint: "
-                        f"{error}; or set --cluster-endpoint (CLUSTER_ENDPOINT)",
-                    ) from None
-                log.warning("reading EKS cluster %s failed: %s", settings.cluster_name, error)
-                cluster = {}
+                problem = f"reading EKS cluster {settings.cluster_name!r} failed: {error}"
+                log.warning("%s", problem)
             network = cluster.get("kubernetesNetworkConfig") or {}
             endpoint = endpoint or cluster.get("endpoint") or ""
             ca_bundle = ca_bundle or (cluster.get("certificateAuthority") or {}).get("data") or ""
@@ -592,10 +630,36 @@ class AWSCloudProvider:
                 or network.get("serviceIpv6Cidr")
                 or ""
             )
-        info = ClusterInfo(endpoint, ca_bundle, service_cidr)
+            if not problem and not (endpoint and service_cidr):
+                problem = f"EKS cluster {settings.cluster_name!r} reports no " + (
+                    "endpoint" if not endpoint else "service CIDR"
+                )
+        info = ClusterInfo(endpoint, ca_bundle, service_cidr, problem)
         with self._lock:
-            self._cluster_info = info
+            if problem:
+                self._cluster_retry = (now + CLUSTER_RETRY, info)
+            else:
+                self._cluster_info = info
         return info
+
+    def _check_cluster(self, cluster: ClusterInfo, node_class: EC2NodeClass) -> None:
+        """``CreateError`` when nodes of ``node_class`` could not join: no cluster endpoint, or
+        no service CIDR for AL2023 (nodeadm needs it)."""
+        name = self.settings.cluster_name
+        why = f" ({cluster.lookup_error})" if cluster.lookup_error else ""
+        if not cluster.endpoint:
+            raise CreateError(
+                "ClusterDiscoveryFailed",
+                f"the endpoint of cluster {name!r} is unknown{why}: set --cluster-endpoint "
+                "(CLUSTER_ENDPOINT) or allow eks:DescribeCluster",
+            )
+        if node_class.resolved_ami_family() == AMI_FAMILY_AL2023 and not cluster.service_cidr:
+            raise CreateError(
+                "ClusterCIDRUnknown",
+                f"{KIND} {node_class.metadata.name!r} uses AL2023, whose nodeadm needs the "
+                f"service CIDR of cluster {name!r}, which is unknown{why}: set --service-cidr "
+                "(SERVICE_CIDR) or allow eks:DescribeCluster",
+            )
 
     def _created(
         self, nodeclaim: NodeClaim, node_class: EC2NodeClass, instance: Instance
@@ -667,7 +731,8 @@ class AWSCloudProvider:
     # -- get, list, delete ----------------------------------------------------------------------
 
     def get(self, provider_id: str) -> NodeClaim:
-        """The instance behind ``provider_id`` as a NodeClaim; ``NodeClaimNotFound`` once gone."""
+        """The instance behind ``provider_id`` as a NodeClaim (as read within the instance cache's
+        minute); ``NodeClaimNotFound`` once gone."""
         launcher = self._launch_parts()
         instance = launcher.instances.get(instance_id_of(provider_id))
         return self._view(instance, {})
@@ -676,11 +741,11 @@ class AWSCloudProvider:
         """Every live instance of the cluster tagged with a NodePool, as NodeClaims."""
         launcher = self._launch_parts()
         instances = launcher.instances.list()
-        types: dict[str, dict[str, InstanceType]] = {}
-        return [self._view(instance, types) for instance in instances]
+        seen: dict[str, tuple[EC2NodeClass | None, dict[str, InstanceType]]] = {}
+        return [self._view(instance, seen) for instance in instances]
 
     def delete(self, nodeclaim: NodeClaim) -> None:
-        """Start terminating the instance; ``NodeClaimNotFound`` once it is gone."""
+        """Start terminating the instance (read afresh); ``NodeClaimNotFound`` once it is gone."""
         launcher = self._launch_parts()
         instance_id = instance_id_of(nodeclaim.status.provider_id)
         instance = launcher.instances.terminate(instance_id)
@@ -690,16 +755,23 @@ class AWSCloudProvider:
                 extra={"nodeclaim": nodeclaim.metadata.name, "instance_id": instance_id},
             )
 
-    def _view(self, instance: Instance, types: dict[str, dict[str, InstanceType]]) -> NodeClaim:
-        """An instance as a NodeClaim (``types``: instance types by EC2NodeClass, filled lazily)."""
+    def _view(
+        self,
+        instance: Instance,
+        seen: dict[str, tuple[EC2NodeClass | None, dict[str, InstanceType]]],
+    ) -> NodeClaim:
+        """An instance as a NodeClaim (``seen``: each EC2NodeClass read and its instance types
+        by name, filled lazily so that a list reads each EC2NodeClass once)."""
         node_class_name = instance.tags.get(TAG_NODECLASS, "")
-        try:
-            node_class = self.node_classes.get(node_class_name) if node_class_name else None
-        except NodeClassNotReady:
-            node_class = None
-        if node_class_name not in types:
-            types[node_class_name] = {t.name: t for t in self.catalog.instance_types(node_class)}
-        instance_type = types[node_class_name].get(instance.instance_type)
+        if node_class_name not in seen:
+            try:
+                node_class = self.node_classes.get(node_class_name) if node_class_name else None
+            except NodeClassNotReady:
+                node_class = None
+            types = {t.name: t for t in self.catalog.instance_types(node_class)}
+            seen[node_class_name] = (node_class, types)
+        node_class, types = seen[node_class_name]
+        instance_type = types.get(instance.instance_type)
         labels = self._labels(instance, instance_type, node_class)
         nodepool = instance.tags.get(TAG_NODEPOOL)
         if nodepool:

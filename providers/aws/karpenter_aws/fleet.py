@@ -274,14 +274,15 @@ def parse_fleet_response(
 
 def fleet_failure(errors: Sequence[FleetError], nodeclaim: str) -> CloudProviderError:
     """The error for a CreateFleet that launched nothing: ``InsufficientCapacity`` when every
-    error is a capacity error, otherwise a ``CreateError`` with the first other error's code."""
+    error is a capacity error, or there are none (a batched fleet EC2 filled only in part
+    leaves its last callers so), otherwise a ``CreateError`` with the first other error's code."""
     unique = sorted({f"{e.code}: {e.message}" for e in errors})
     detail = "; ".join(unique) if unique else "no instance and no error returned"
-    if errors and all(e.insufficient_capacity for e in errors):
+    if all(e.insufficient_capacity for e in errors):
         return InsufficientCapacity(
             f"CreateFleet for NodeClaim {nodeclaim!r} found no capacity: {detail}"
         )
-    reason = next((e.code for e in errors if not e.insufficient_capacity), "") or "LaunchFailed"
+    reason = next(e.code for e in errors if not e.insufficient_capacity) or "LaunchFailed"
     return CreateError(reason, f"CreateFleet for NodeClaim {nodeclaim!r} failed: {detail}")
 
 

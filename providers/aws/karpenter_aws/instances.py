@@ -1,12 +1,17 @@
 """EC2 instances Karpenter launched: describe, list, find by NodeClaim, tag, terminate.
 
 Lookups by NodeClaim arriving together (concurrent creates) are sent as one DescribeInstances
-naming all their NodeClaims, and the answer is split per NodeClaim.
+naming all their NodeClaims, and the answer is split per NodeClaim; lookups by instance id
+arriving together are likewise one DescribeInstances naming all their ids. Instances read or
+launched are kept for ``INSTANCE_CACHE_TTL`` so that ``get`` (drift, above all) seldom calls
+EC2; terminating always reads the instance afresh.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,7 +25,9 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.cloudprovider.types import CloudProviderError, NodeClaimNotFound
 
 __all__ = [
+    "INSTANCE_CACHE_TTL",
     "LIVE_STATES",
+    "MAX_GET_BATCH",
     "MAX_LOOKUP_BATCH",
     "Instance",
     "Instances",
@@ -35,6 +42,12 @@ LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
 MAX_LOOKUP_BATCH = 200 - 1 - len(LIVE_STATES)
 """The most NodeClaims one lookup names: EC2 takes at most 200 filter values in a call, and the
 cluster tag and the states take the others."""
+
+MAX_GET_BATCH = 500
+"""The most instance ids one batched DescribeInstances names."""
+
+INSTANCE_CACHE_TTL = timedelta(minutes=1)
+"""How long an instance read (or launched) is served from memory by ``Instances.get``."""
 
 _NOT_FOUND = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
 
@@ -98,7 +111,9 @@ class Instances:
     """The cluster's instances, through an EC2 client.
 
     ``find_for_nodeclaim`` calls within ``lookup_idle`` of each other (at most ``lookup_max``
-    after the first) share one DescribeInstances.
+    after the first) share one DescribeInstances, and so do ``get`` calls that miss the cache.
+    The cache holds what ``list``, ``get``, ``find_for_nodeclaim`` and ``remember`` saw, each
+    entry for ``cache_ttl``; ``list`` also drops the instances it no longer finds.
     """
 
     def __init__(
@@ -107,31 +122,95 @@ class Instances:
         cluster_name: str,
         lookup_idle: timedelta = timedelta(milliseconds=35),
         lookup_max: timedelta = timedelta(seconds=1),
+        cache_ttl: timedelta = INSTANCE_CACHE_TTL,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._ec2 = ec2
         self._cluster_name = cluster_name
         self._lookups: Batcher[str, Instance | None] = Batcher(
             self._find_many, lookup_idle, lookup_max, MAX_LOOKUP_BATCH
         )
+        self._gets: Batcher[str, Instance | CloudProviderError] = Batcher(
+            self._get_many, lookup_idle, lookup_max, MAX_GET_BATCH
+        )
+        self._ttl = cache_ttl.total_seconds()
+        self._monotonic = monotonic
+        self._cache_lock = threading.Lock()
+        self._cache: dict[str, tuple[float, Instance]] = {}
 
-    def get(self, instance_id: str) -> Instance:
-        """The instance with this id; ``NodeClaimNotFound`` when it is gone or terminated."""
+    def get(self, instance_id: str, fresh: bool = False) -> Instance:
+        """The instance with this id, from the cache unless ``fresh``; ``NodeClaimNotFound``
+        when it is gone or terminated."""
+        if not fresh:
+            now = self._monotonic()
+            with self._cache_lock:
+                cached = self._cache.get(instance_id)
+            if cached is not None and now - cached[0] < self._ttl:
+                return cached[1]
+        found = self._gets.add(None, instance_id)
+        if isinstance(found, CloudProviderError):
+            if isinstance(found, NodeClaimNotFound):
+                self.forget(instance_id)
+            raise found
+        return found
+
+    def remember(self, instance: Instance) -> None:
+        """Keep ``instance`` (e.g. one just launched) for ``get``."""
+        self._store((instance,))
+
+    def forget(self, instance_id: str) -> None:
+        """Drop the cached instance ``instance_id``: the next ``get`` reads EC2."""
+        with self._cache_lock:
+            self._cache.pop(instance_id, None)
+
+    def _store(self, instances: Iterable[Instance]) -> None:
+        now = self._monotonic()
+        with self._cache_lock:
+            for instance in instances:
+                self._cache[instance.id] = (now, instance)
+
+    def _get_many(self, instance_ids: list[str]) -> list[Instance | CloudProviderError]:
+        """One DescribeInstances for ``instance_ids``. An id EC2 does not know fails the whole
+        call; then each id is read on its own."""
+        ids = sorted(set(instance_ids))
         try:
-            response = self._ec2.describe_instances(
-                InstanceIds=[instance_id], Filters=[_state_filter()]
-            )
+            described = self._describe_ids(ids)
         except ClientError as error:
-            if _code(error) in _NOT_FOUND:
-                raise NodeClaimNotFound(f"instance {instance_id} not found") from None
-            raise _api_error(f"describing instance {instance_id}", error) from None
-        found = [i for i in _instances(response) if i.id == instance_id]
-        if not found:
-            raise NodeClaimNotFound(f"instance {instance_id} not found")
-        return found[0]
+            if _code(error) not in _NOT_FOUND:
+                raise _api_error(_describing(ids), error) from None
+            if len(ids) > 1:
+                return self._get_each(instance_ids)
+            described = []
+        wanted = set(ids)
+        found = {i.id: i for i in described if i.id in wanted}
+        self._store(found.values())
+        return [found.get(i) or _not_found(i) for i in instance_ids]
+
+    def _get_each(self, instance_ids: list[str]) -> list[Instance | CloudProviderError]:
+        found: dict[str, Instance] = {}
+        failed: dict[str, str] = {}
+        for instance_id in sorted(set(instance_ids)):
+            try:
+                described = self._describe_ids([instance_id])
+            except ClientError as error:
+                if _code(error) not in _NOT_FOUND:
+                    failed[instance_id] = str(_api_error(_describing([instance_id]), error))
+                continue
+            found.update((i.id, i) for i in described if i.id == instance_id)
+        self._store(found.values())
+        return [
+            found.get(i) or (CloudProviderError(failed[i]) if i in failed else _not_found(i))
+            for i in instance_ids
+        ]
+
+    def _describe_ids(self, instance_ids: list[str]) -> list[Instance]:
+        response = self._ec2.describe_instances(InstanceIds=instance_ids, Filters=[_state_filter()])
+        return list(_instances(response))
 
     def list(self) -> list[Instance]:
-        """Live instances tagged with a NodePool and as owned by the cluster."""
-        return self._describe(
+        """Live instances tagged with a NodePool and as owned by the cluster (they replace the
+        cache)."""
+        found = self._describe(
             [
                 {"Name": "tag-key", "Values": [TAG_NODEPOOL]},
                 {"Name": f"tag:{cluster_tag(self._cluster_name)}", "Values": ["owned"]},
@@ -139,6 +218,10 @@ class Instances:
             ],
             "listing the cluster's instances",
         )
+        now = self._monotonic()
+        with self._cache_lock:
+            self._cache = {instance.id: (now, instance) for instance in found}
+        return found
 
     def expecting_lookup(self) -> AbstractContextManager[None]:
         """Within this block the calling thread counts as about to ``find_for_nodeclaim``: an
@@ -161,6 +244,7 @@ class Instances:
             ],
             f"looking up the instances of NodeClaims {shown}",
         )
+        self._store(found)
         by_name: dict[str, Instance] = {}
         for instance in found:
             name = instance.tags.get(TAG_NODECLAIM, "")
@@ -170,9 +254,10 @@ class Instances:
         return [by_name.get(name) for name in nodeclaims]
 
     def terminate(self, instance_id: str) -> Instance:
-        """Start terminating the instance (skipped when it is already shutting down); returns it
-        as it was. ``NodeClaimNotFound`` when it is already gone."""
-        instance = self.get(instance_id)
+        """Start terminating the instance (skipped when it is already shutting down), read
+        afresh; returns it as it was. ``NodeClaimNotFound`` when it is already gone."""
+        instance = self.get(instance_id, fresh=True)
+        self.forget(instance_id)
         if instance.state == "shutting-down":
             return instance
         try:
@@ -200,6 +285,16 @@ def _instances(response: Mapping[str, Any]) -> Iterable[Instance]:
     for reservation in response.get("Reservations") or ():
         for data in reservation.get("Instances") or ():
             yield instance_from_description(data)
+
+
+def _not_found(instance_id: str) -> NodeClaimNotFound:
+    return NodeClaimNotFound(f"instance {instance_id} not found")
+
+
+def _describing(instance_ids: list[str]) -> str:
+    shown = ", ".join(instance_ids[:5])
+    more = f" and {len(instance_ids) - 5} more" if len(instance_ids) > 5 else ""
+    return f"describing instance{'s' if len(instance_ids) > 1 else ''} {shown}{more}"
 
 
 def _code(error: ClientError) -> str:
