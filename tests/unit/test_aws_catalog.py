@@ -401,3 +401,14 @@ def test_simulate_a_node_pool_requiring_gpus_picks_a_gpu_type(tmp_path: Path) ->
     # the cheapest may be a fractional GPU (g6f: a GPU count of 0, as EC2 reports it)
     assert chosen.requirements[labels.LABEL_INSTANCE_GPU_COUNT].values
     assert chosen.requirements[labels.LABEL_INSTANCE_GPU_NAME].values
+
+
+def test_offline_prices_of_another_region_are_marked_estimated() -> None:
+    home = InstanceTypeCatalog.offline(AWSSettings(region="us-east-1")).instance_types(None)
+    away = InstanceTypeCatalog.offline(AWSSettings(region="eu-west-1")).instance_types(None)
+    for types, on_demand_estimated in ((home, False), (away, True)):
+        offerings = [o for t in types for o in t.offerings]
+        assert {o.estimated for o in offerings if o.capacity_type == "spot"} == {True}
+        assert {o.estimated for o in offerings if o.capacity_type == "on-demand"} == {
+            on_demand_estimated
+        }

@@ -424,7 +424,8 @@ class InstanceTypeCatalog:
         name = item.name
         type_zones = sorted(data.offered.get(name, _NO_ZONES) & wanted)
         unavailable = marks.get(name, _NO_MARKS)
-        estimated = prices.spot_estimated
+        spot_estimated = prices.spot_estimated
+        on_demand_estimated = prices.on_demand_estimated
         on_demand = prices.on_demand(name)
         offerings: list[Offering] = []
         for capacity_type in _CAPACITY_ORDER:
@@ -438,7 +439,7 @@ class InstanceTypeCatalog:
                         requirements[(capacity_type, zone)],
                         0.0 if price is None else price,
                         price is not None and (capacity_type, zone) not in unavailable,
-                        estimated=spot and estimated,
+                        estimated=spot_estimated if spot else on_demand_estimated,
                     )
                 )
         return build(item, options, {zone: zones[zone] for zone in type_zones}, offerings)

@@ -141,7 +141,11 @@ def parse_spot_history(
 
 
 class PriceBook:
-    """Thread-safe on-demand and spot prices of one region; ``seq`` changes with the prices."""
+    """Thread-safe on-demand and spot prices of one region; ``seq`` changes with the prices.
+
+    ``on_demand_estimated`` is True while the on-demand prices are another region's (the
+    packaged table has only us-east-1's) and the pricing API has not answered.
+    """
 
     __slots__ = (
         "_failures",
@@ -150,6 +154,7 @@ class PriceBook:
         "_on_demand",
         "_spot",
         "isolated_vpc",
+        "on_demand_estimated",
         "region",
         "seq",
         "source",
@@ -170,8 +175,10 @@ class PriceBook:
             static = static_prices(region)
             on_demand = static.prices
             self.source = f"static table for {static.region} as of {static.as_of}"
+            self.on_demand_estimated = static.region != region
         else:
             self.source = "given"
+            self.on_demand_estimated = False
         self._on_demand: dict[str, float] = dict(on_demand)
         self._spot: dict[str, dict[str, float]] | None = None
         self.spot_estimate = spot_estimate
@@ -232,11 +239,12 @@ class PriceBook:
             found.update(part)
         with self._lock:
             merged = {**self._on_demand, **found}
-            if merged != self._on_demand:
+            if merged != self._on_demand or self.on_demand_estimated:
                 self._on_demand = merged
                 self.seq += 1
                 _log.info("updated on-demand prices for %d instance types", len(found))
             self.source = "pricing API"
+            self.on_demand_estimated = False
             self._failures.pop("on-demand", None)
         return True
 
