@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from karpenter_aws.clients import SERVICES, AWSClients
+from karpenter_aws.pricing import pricing_api_region
 from karpenter_aws.settings import OPTIONS, AWSSettings, SettingsError
 from karpenter_core.cli.main import cli
 from karpenter_core.cloudprovider.types import CloudProviderError
@@ -259,12 +260,8 @@ def test_every_option_sets_a_field() -> None:
         ("cn-north-1", "cn-northwest-1"),
     ],
 )
-def test_the_pricing_client_uses_the_nearest_price_list_endpoint(
-    region: str, expected: str, no_sdk_config: None
-) -> None:
-    clients = AWSClients(AWSSettings(region=region))
-    assert clients.pricing.meta.region_name == expected
-    assert clients.ec2.meta.region_name == region
+def test_pricing_uses_the_nearest_price_list_endpoint(region: str, expected: str) -> None:
+    assert pricing_api_region(region) == expected
 
 
 def test_given_clients_are_used_as_they_are(no_sdk_config: None) -> None:
