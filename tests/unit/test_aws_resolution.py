@@ -170,6 +170,19 @@ def test_zonal_subnet_cache_and_exhausted_subnets(aws: AWSEnv) -> None:
     assert cache.get([big, small])["us-east-1a"].id == big
 
 
+def test_zonal_subnet_cache_drops_expired_answers(aws: AWSEnv) -> None:
+    small = add_subnet(aws, "10.0.97.0/24", "us-east-1b")
+    big = aws.subnet_ids["us-east-1a"]
+    clock = Clock()
+    cache = ZonalSubnets(aws.client("ec2"), clock, ttl=timedelta(seconds=30))
+    cache.get([big])
+    cache.get([small])
+    assert set(cache._cache) == {frozenset([big]), frozenset([small])}
+    clock.now += timedelta(seconds=31)
+    cache.get([big, small])
+    assert set(cache._cache) == {frozenset([big, small])}
+
+
 # Security groups
 
 
@@ -450,6 +463,20 @@ def test_changed_role_replaces_the_profile_role(aws: AWSEnv) -> None:
     assert manager.ensure(node_class(role="path/to/second")) == name
     profile = aws.client("iam").get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
     assert [r["RoleName"] for r in profile["Roles"]] == ["second"]
+
+
+def test_role_switched_back_within_the_cache_ttl_is_restored(aws: AWSEnv) -> None:
+    create_role(aws, "first")
+    create_role(aws, "second")
+    clock = Clock()
+    manager = profiles(aws, clock)
+    name = manager.ensure(node_class(role="first"))
+    clock.now += timedelta(minutes=1)
+    manager.ensure(node_class(role="second"))
+    clock.now += timedelta(minutes=1)
+    assert manager.ensure(node_class(role="first")) == name
+    profile = aws.client("iam").get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+    assert [r["RoleName"] for r in profile["Roles"]] == ["first"]
 
 
 def test_missing_role_is_an_error_naming_it(aws: AWSEnv) -> None:

@@ -3,8 +3,10 @@ CLI reports a bad setting: one line naming the flag, no traceback."""
 
 from __future__ import annotations
 
+import http.server
 import subprocess
 import sys
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -488,3 +490,38 @@ def test_controller_help_declares_each_flag_once(tmp_path: Path) -> None:
     assert result.stderr == ""
     for option in OPTIONS:
         assert result.stdout.count(f"--{option.name} ") == 1, option.name
+
+
+def test_without_a_configured_region_the_nodes_metadata_service_gives_it(
+    no_sdk_config: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Metadata(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            self._answer(b"token")
+
+        def do_GET(self) -> None:
+            zone = self.path == "/latest/meta-data/placement/availability-zone/"
+            self._answer(b"eu-west-3b" if zone else b"", 200 if zone else 404)
+
+        def _answer(self, body: bytes, status: int = 200) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metadata)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "false")
+        monkeypatch.setenv(
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{server.server_port}/"
+        )
+        clients = AWSClients(AWSSettings())
+        assert clients.region == "eu-west-3"
+        assert clients.ec2.meta.region_name == "eu-west-3"
+    finally:
+        server.shutdown()

@@ -48,8 +48,48 @@ def test_deployment_sets_only_known_environment_variables() -> None:
     assert names - known - {"SYSTEM_NAMESPACE"} == set()
 
 
-def test_values_parse_and_require_a_cluster_name() -> None:
+def _rbac_objects() -> list[tuple[str, str]]:
+    """(kind, name) of what templates/rbac.yaml renders: the files it lists, split into
+    documents, without those its regexMatch filter drops."""
+    template = (CHART / "templates" / "rbac.yaml").read_text()
+    files = re.search(r"list ((?:\"[^\"]+\" ?)+)", template)
+    dropped = re.search(r'regexMatch "([^"]+)"', template)
+    assert files and dropped, "templates/rbac.yaml no longer has the expected shape"
+    objects = []
+    for name in re.findall(r'"([^"]+)"', files.group(1)):
+        for doc in (CHART / "files" / "rbac" / name).read_text().split("\n---\n"):
+            if not re.search(dropped.group(1), doc):
+                obj = yaml.safe_load(doc)
+                objects.append((obj["kind"], obj["metadata"]["name"]))
+    return objects
+
+
+def _template_objects() -> list[tuple[str, str]]:
+    """(kind, name) of the other templates (their kind and name lines are literal)."""
+    objects = []
+    for path in sorted((CHART / "templates").glob("*.yaml")):
+        if path.name == "rbac.yaml":
+            continue
+        text = path.read_text()
+        kind = re.search(r"^kind: (\w+)$", text, re.M)
+        name = re.search(r"^  name: ([\w-]+)$", text, re.M)
+        assert kind and name, f"{path.name}: no literal kind and name"
+        objects.append((kind.group(1), name.group(1)))
+    return objects
+
+
+def test_every_rendered_object_is_unique_and_the_service_account_carries_the_annotations() -> None:
+    objects = _rbac_objects() + _template_objects()
+    assert len(objects) == len(set(objects)), sorted(objects)
+    assert ("ServiceAccount", "karpenter") in _template_objects()
+    assert ("ClusterRoleBinding", "karpenter-aws") in _rbac_objects()
+    service_account = (CHART / "templates" / "serviceaccount.yaml").read_text()
+    assert "serviceAccount.annotations" in service_account
+
+
+def test_values_parse_and_the_deployment_requires_a_cluster_name() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert values["settings"]["clusterName"] == ""
-    assert "fail" in (CHART / "templates" / "deployment.yaml").read_text()
+    deployment = (CHART / "templates" / "deployment.yaml").read_text()
+    assert re.search(r"if not \.Values\.settings\.clusterName \}\}\n\{\{- fail ", deployment)
     assert yaml.safe_load((CHART / "Chart.yaml").read_text())["apiVersion"] == "v2"

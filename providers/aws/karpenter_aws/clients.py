@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -28,18 +29,32 @@ class AWSClients:
         self._clients: dict[str, Any] = dict(given or {})
         self._lock = threading.Lock()
         self._session: Any = None
+        self._region: str | None = None
 
     @property
     def region(self) -> str:
-        """The region the clients talk to."""
+        """The region the clients talk to: the setting, else the SDK's configuration, else the
+        instance metadata service of the node (as a pod without AWS_REGION finds it)."""
         if self._settings.region:
             return self._settings.region
-        from botocore.exceptions import BotoCoreError
+        if self._region is None:
+            from botocore.exceptions import BotoCoreError
+            from botocore.utils import InstanceMetadataRegionFetcher
 
-        try:
-            return self._boto_session().region_name or ""
-        except BotoCoreError as error:  # e.g. AWS_PROFILE names no profile
-            raise SettingsError(f"cannot read the AWS configuration: {error}") from None
+            try:
+                region = self._boto_session().region_name
+            except BotoCoreError as error:  # e.g. AWS_PROFILE names no profile
+                raise SettingsError(f"cannot read the AWS configuration: {error}") from None
+            if not region:
+                endpoint = os.environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+                fetcher = InstanceMetadataRegionFetcher(
+                    timeout=1,
+                    num_attempts=1,
+                    config={"ec2_metadata_service_endpoint": endpoint} if endpoint else None,
+                )
+                region = fetcher.retrieve_region()
+            self._region = region or ""
+        return self._region
 
     @property
     def ec2(self) -> Any:

@@ -46,7 +46,8 @@ class InstanceProfiles:
         self._region = region
         self._clock = clock
         self._lock = threading.Lock()
-        self._ensured: dict[tuple[str, str], datetime] = {}
+        self._ensured: dict[str, tuple[str, datetime]] = {}
+        """Profile name -> (the role it was found holding, when)."""
 
     def path(self, node_class: EC2NodeClass) -> str:
         """The IAM path of the profiles Karpenter manages for ``node_class``."""
@@ -93,8 +94,8 @@ class InstanceProfiles:
         role = spec.role.rsplit("/", 1)[-1]  # AddRoleToInstanceProfile takes the bare name
         now = self._clock()
         with self._lock:
-            ensured = self._ensured.get((name, role))
-        if ensured is not None and now - ensured < PROFILE_CACHE_TTL:
+            ensured = self._ensured.get(name)
+        if ensured is not None and ensured[0] == role and now - ensured[1] < PROFILE_CACHE_TTL:
             return name
         profile = self._get(name)
         if profile is None:
@@ -105,7 +106,10 @@ class InstanceProfiles:
             )["InstanceProfile"]
         self._ensure_role(name, profile, role)
         with self._lock:
-            self._ensured[(name, role)] = now
+            self._ensured = {
+                k: v for k, v in self._ensured.items() if now - v[1] < PROFILE_CACHE_TTL
+            }
+            self._ensured[name] = (role, now)
         return name
 
     def delete(self, node_class: EC2NodeClass) -> list[str]:
@@ -133,7 +137,7 @@ class InstanceProfiles:
             self._ignore_missing(self._iam.delete_instance_profile, InstanceProfileName=name)
             deleted.append(name)
         with self._lock:
-            self._ensured = {k: v for k, v in self._ensured.items() if k[0] not in names}
+            self._ensured = {k: v for k, v in self._ensured.items() if k not in names}
         return deleted
 
     def _get(self, name: str) -> dict[str, Any] | None:

@@ -146,6 +146,7 @@ class ZonalSubnets:
         if cached is None or now - cached[0] >= self._ttl:
             subnets = describe_subnets(self._ec2, sorted(key))
             with self._lock:
+                self._cache = {k: v for k, v in self._cache.items() if now - v[0] < self._ttl}
                 self._cache[key] = (now, subnets)
                 self._exhausted -= {s.id for s in subnets}
                 exhausted = set(self._exhausted)
