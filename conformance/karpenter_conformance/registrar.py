@@ -300,12 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = vars(parser.parse_args(argv))
     if record is None:
         parser.error("--provider is required")
-    settings: dict[str, Any] = {}
-    for option in options:
-        value = args.get(option.name.replace("-", "_"))
-        if value is None and option.env:
-            value = os.environ.get(option.env)
-        settings[option.name] = option.default if value is None else value
+    settings = record.settings(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         api_client = _api_client(args["kubeconfig"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -46,14 +45,7 @@ def _provider_options(command: click.Command) -> click.Command:
 
 
 def _settings(provider: str, values: Mapping[str, Any]) -> dict[str, Any]:
-    record = discover().provider(provider)
-    settings: dict[str, Any] = {}
-    for option in record.options:
-        value = values.get(option.name.replace("-", "_"))
-        if value is None and option.env:
-            value = os.environ.get(option.env)
-        settings[option.name] = option.default if value is None else value
-    return settings
+    return discover().provider(provider).settings(values)
 
 
 def _amount(name: str, amount: int) -> str:

@@ -8,6 +8,7 @@ provider object directly (pluggy's dispatch is too slow for hot paths).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -106,6 +107,18 @@ class ProviderRecord:
     default_scenario: Callable[[], str] | None = None
     """The YAML ``karpenter simulate --provider <name>`` reads when given no file (default: the
     core's KWOK scenario)."""
+
+    def settings(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The value of each declared option: from ``values`` (keyed by the option's name with
+        ``_`` for ``-``, as command-line parsers give them), else its environment variable,
+        else its default."""
+        settings: dict[str, Any] = {}
+        for option in self.options:
+            value = values.get(option.name.replace("-", "_"))
+            if value is None and option.env:
+                value = os.environ.get(option.env)
+            settings[option.name] = option.default if value is None else value
+        return settings
 
 
 class ProviderSpec:

@@ -22,6 +22,7 @@ import pytest
 from karpenter_core.cloudprovider.plugin import (
     API_VERSION,
     ProviderContext,
+    ProviderOption,
     ProviderRecord,
     hookimpl,
 )
@@ -380,3 +381,25 @@ def test_discover_finds_kwok_once_per_process() -> None:
     assert registry.distributions["kwok"][0] == "karpenter-kwok"
     provider = registry.provider("kwok").factory(ProviderContext())
     assert isinstance(provider, CloudProvider)
+
+
+def test_record_settings_take_the_value_then_the_environment_then_the_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    record = ProviderRecord(
+        name="x",
+        factory=lambda context: None,  # type: ignore[arg-type,return-value]
+        options=[
+            ProviderOption("given-one", "h", default="d1", env="X_GIVEN"),
+            ProviderOption("from-env", "h", default="d2", env="X_FROM_ENV"),
+            ProviderOption("defaulted", "h", default="d3", env="X_DEFAULTED"),
+        ],
+    )
+    monkeypatch.setenv("X_GIVEN", "env1")
+    monkeypatch.setenv("X_FROM_ENV", "env2")
+    monkeypatch.delenv("X_DEFAULTED", raising=False)
+    assert record.settings({"given_one": "v1", "from_env": None}) == {
+        "given-one": "v1",
+        "from-env": "env2",
+        "defaulted": "d3",
+    }

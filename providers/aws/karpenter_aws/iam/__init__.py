@@ -11,7 +11,7 @@ import re
 from importlib import resources
 from typing import Any
 
-__all__ = ["PLACEHOLDERS", "allowed_actions", "partition", "policy_document", "template"]
+__all__ = ["PLACEHOLDERS", "partition", "policy_document", "template"]
 
 PLACEHOLDERS = frozenset(
     {
@@ -64,14 +64,3 @@ def policy_document(
             raise ValueError(f"IAM policy: {name} is empty")
     text = _PLACEHOLDER.sub(lambda match: json.dumps(values[match.group(1)])[1:-1], template())
     return json.loads(text)
-
-
-def allowed_actions() -> set[str]:
-    """Every action the policy allows, as written (``service:Action``, possibly a wildcard)."""
-    actions: set[str] = set()
-    for statement in json.loads(template())["Statement"]:
-        if statement.get("Effect") != "Allow":
-            continue
-        listed = statement.get("Action", [])
-        actions.update([listed] if isinstance(listed, str) else listed)
-    return actions
