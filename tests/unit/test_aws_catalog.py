@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from click.testing import CliRunner
 
+from karpenter_aws import catalog as catalog_module
 from karpenter_aws import labels
 from karpenter_aws.catalog import (
     OFFLINE_SPOT_ESTIMATE,
@@ -86,18 +88,14 @@ def test_unavailable_offerings_expire_after_the_ttl() -> None:
     clock = Clock()
     cache = UnavailableOfferings(clock=clock)
     assert cache.seq == 0
-    assert not cache.is_unavailable("spot", "m5.large", "us-east-1a")
+    assert cache.snapshot() == {}
     cache.mark("spot", "m5.large", "us-east-1a", "InsufficientInstanceCapacity")
     assert cache.seq == 1
-    assert cache.is_unavailable("spot", "m5.large", "us-east-1a")
-    assert not cache.is_unavailable("on-demand", "m5.large", "us-east-1a")
-    assert not cache.is_unavailable("spot", "m5.large", "us-east-1b")
     assert cache.snapshot() == {"m5.large": frozenset({("spot", "us-east-1a")})}
     clock.advance(timedelta(minutes=2, seconds=59))
-    assert cache.is_unavailable("spot", "m5.large", "us-east-1a")
+    assert cache.snapshot() == {"m5.large": frozenset({("spot", "us-east-1a")})}
     assert cache.seq == 1
     clock.advance(timedelta(seconds=1))
-    assert not cache.is_unavailable("spot", "m5.large", "us-east-1a")
     assert cache.seq == 2  # expiry changes availability too
     assert cache.snapshot() == {}
 
@@ -109,7 +107,7 @@ def test_unavailable_offerings_ttl_is_a_parameter_and_marks_renew() -> None:
     clock.advance(timedelta(seconds=8))
     cache.mark("on-demand", "c5.large", "us-east-1c")
     clock.advance(timedelta(seconds=8))
-    assert cache.is_unavailable("on-demand", "c5.large", "us-east-1c")
+    assert cache.snapshot() == {"c5.large": frozenset({("on-demand", "us-east-1c")})}
     assert cache.seq == 2
 
 
@@ -119,7 +117,8 @@ def test_unavailable_offerings_are_thread_safe() -> None:
     def mark(worker: int) -> None:
         for i in range(500):
             cache.mark("spot", f"type{worker}.{i}", "us-east-1a")
-            assert cache.is_unavailable("spot", f"type{worker}.{i}", "us-east-1a")
+            if i % 100 == 0:
+                assert ("spot", "us-east-1a") in cache.snapshot()[f"type{worker}.{i}"]
 
     threads = [threading.Thread(target=mark, args=(n,)) for n in range(8)]
     for thread in threads:
@@ -341,6 +340,52 @@ def test_live_catalog_reads_ec2_and_refreshes_when_stale(aws: aws_env.AWSEnv) ->
     assert len(described) == calls + 1
     with pytest.raises(CatalogError, match="UnauthorizedOperation"):
         catalog.refresh()
+
+
+def test_a_slow_refresh_does_not_hold_up_callers_with_data(aws: aws_env.AWSEnv) -> None:
+    clock = Clock()
+    ec2 = aws.client("ec2")
+    catalog = InstanceTypeCatalog.live(
+        AWSSettings(region=aws.region), ec2, PriceBook(aws.region), UnavailableOfferings(), clock
+    )
+    types = catalog.instance_types(None)
+    entered, release = threading.Event(), threading.Event()
+
+    def block(**_: Any) -> None:
+        entered.set()
+        release.wait(30)
+
+    described = _ec2_calls(ec2, "DescribeInstanceTypes")
+    ec2.meta.events.register("before-call.ec2.DescribeInstanceTypes", block)
+    clock.advance(REFRESH_INTERVAL)
+    refresher = threading.Thread(target=catalog.instance_types)
+    refresher.start()
+    try:
+        assert entered.wait(10)
+        started = time.monotonic()
+        # stale, but another caller is refreshing: the data read before is served at once
+        assert catalog.instance_types(None) is types
+        assert catalog.zones()["us-east-1a"] == "use1-az6"
+        assert time.monotonic() - started < 5
+        assert len(described) == 1
+    finally:
+        release.set()
+        refresher.join(30)
+    assert not refresher.is_alive()
+    assert catalog.instance_types(None) is types  # same EC2 data, same instance types
+
+
+def test_cached_instance_types_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(catalog_module, "_CACHE_SIZE", 2)
+    catalog = InstanceTypeCatalog.offline(AWSSettings(region="us-east-1"))
+    subnets = [{"id": "subnet-a", "zone": "us-east-1a", "zoneID": "use1-az6"}]
+    first = catalog.instance_types(_node_class(subnets, kubelet={"maxPods": 10}))
+    catalog.instance_types(_node_class(subnets, kubelet={"maxPods": 20}))
+    # using the first again makes the second the least recently used
+    assert catalog.instance_types(_node_class(subnets, kubelet={"maxPods": 10})) is first
+    catalog.instance_types(_node_class(subnets, kubelet={"maxPods": 30}))
+    assert len(catalog._cache) == 2
+    assert catalog.instance_types(_node_class(subnets, kubelet={"maxPods": 10})) is first
 
 
 def test_live_catalog_without_data_raises(aws: aws_env.AWSEnv) -> None:

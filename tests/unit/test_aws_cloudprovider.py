@@ -404,7 +404,9 @@ def test_instance_types_follow_the_node_class_subnet_zones(env: Env) -> None:
     assert env.provider.get_instance_types(nodepool(group="other.sh")) == []
 
 
-def test_prices_are_read_in_the_background_when_due(env: Env) -> None:
+def test_prices_are_read_in_the_background_when_due(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
     prices = env.provider.catalog.prices
     reads = Calls(env.ec2, "DescribeSpotPriceHistory")
     env.provider.get_instance_types(nodepool())
@@ -412,12 +414,24 @@ def test_prices_are_read_in_the_background_when_due(env: Env) -> None:
     m5 = {t.name: t for t in env.provider.get_instance_types(nodepool())}["m5.large"]
     assert {o.price for o in m5.offerings if o.capacity_type == "spot"} == {0.00001}  # moto's
     assert reads.count == 1
+
+    def threads_started_by_get_instance_types() -> list[str]:
+        started: list[str] = []
+        start = threading.Thread.start
+
+        def recording_start(thread: threading.Thread) -> None:
+            started.append(thread.name)
+            start(thread)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(threading.Thread, "start", recording_start)
+            env.provider.get_instance_types(nodepool())
+        return started
+
     env.clock.now += timedelta(hours=11)
-    env.provider.get_instance_types(nodepool())
-    time.sleep(0.1)
-    assert reads.count == 1
+    assert "aws-prices" not in threads_started_by_get_instance_types()
     env.clock.now += timedelta(hours=1)
-    env.provider.get_instance_types(nodepool())
+    assert "aws-prices" in threads_started_by_get_instance_types()
     wait_for(lambda: reads.count == 2)
 
 
@@ -438,6 +452,16 @@ def test_node_class_readiness(env: Env) -> None:
     )
     assert provider.node_class_readiness(nodepool()).reason == "no subnets match"
     assert not provider.node_class_readiness(nodepool(group="other.sh")).ready
+
+
+def test_readiness_and_create_agree_on_a_status_of_an_older_spec(env: Env) -> None:
+    env.node_class()["metadata"]["generation"] = 2  # Ready was observed at generation 1
+    readiness = env.provider.node_class_readiness(nodepool())
+    assert not readiness.ready and "not been reconciled" in readiness.reason
+    with pytest.raises(NodeClassNotReady, match="not been reconciled"):
+        env.provider.create(claim())
+    env.node_class()["status"]["conditions"][0]["observedGeneration"] = 2
+    assert env.provider.node_class_readiness(nodepool()).ready
 
 
 # -- create ---------------------------------------------------------------------------------------
@@ -661,12 +685,12 @@ def test_capacity_errors_mark_the_offering_unavailable_for_three_minutes(env: En
         "us-east-1b",
     )
     unavailable = env.provider.unavailable
-    assert unavailable.is_unavailable("spot", "t3.micro", "us-east-1a")
-    assert not unavailable.is_unavailable("on-demand", "t3.micro", "us-east-1a")
+    assert ("spot", "us-east-1a") in unavailable.snapshot()["t3.micro"]
+    assert ("on-demand", "us-east-1a") not in unavailable.snapshot()["t3.micro"]
     env.provider.create(claim("b"))
     assert ("t3.micro", "us-east-1a") not in env.fleets.overrides(-1)
     env.clock.now += timedelta(minutes=3)
-    assert not unavailable.is_unavailable("spot", "t3.micro", "us-east-1a")
+    assert "t3.micro" not in unavailable.snapshot()
     env.provider.create(claim("c"))
     assert env.fleets.overrides(-1)[0] == ("t3.micro", "us-east-1a")
 
@@ -690,8 +714,8 @@ def test_no_instance_and_only_capacity_errors_is_insufficient_capacity(env: Env)
     )
     with pytest.raises(InsufficientCapacity, match="InsufficientInstanceCapacity"):
         env.provider.create(claim("a", _in(wk.INSTANCE_TYPE, "m5.large")))
-    assert env.provider.unavailable.is_unavailable("spot", "m5.large", "us-east-1a")
-    assert env.provider.unavailable.is_unavailable("spot", "m5.large", "us-east-1b")
+    assert ("spot", "us-east-1a") in env.provider.unavailable.snapshot()["m5.large"]
+    assert ("spot", "us-east-1b") in env.provider.unavailable.snapshot()["m5.large"]
 
 
 def test_other_fleet_errors_are_create_errors(env: Env) -> None:
@@ -931,6 +955,19 @@ def test_only_ready_node_classes_are_cached(env: Env) -> None:
     reads = apiserver.reads
     assert node_classes.get("default") is None
     assert apiserver.reads == reads + 1  # a deleting one is not kept either
+
+
+def test_expired_node_classes_are_dropped_from_the_cache(env: Env) -> None:
+    apiserver = env.apiserver
+    manifest = env.node_class()
+    apiserver.objects["later"] = {**manifest, "metadata": {**manifest["metadata"], "name": "later"}}
+    now = [100.0]
+    node_classes = NodeClasses(apiserver.client(), timedelta(minutes=1), lambda: now[0])
+    assert node_classes.get("default") is not None and node_classes.get("later") is not None
+    assert set(node_classes._cache) == {"default", "later"}
+    now[0] += 61
+    assert node_classes.get("default") is not None
+    assert set(node_classes._cache) == {"default"}
 
 
 def test_a_node_class_is_launched_from_as_soon_as_it_is_ready(

@@ -475,6 +475,7 @@ def test_unused_templates_of_the_cluster_are_deleted(aws: AWSEnv) -> None:
     clock.now += timedelta(seconds=40)
     templates.ensure(used)
     assert _template_names(aws) == {template_name(other_cluster), template_name(used)}
+    assert set(templates._name_locks) == {template_name(used)}  # no lock kept per deleted name
 
 
 def test_concurrent_ensures_create_one_template(aws: AWSEnv) -> None:
@@ -675,6 +676,42 @@ def test_identical_concurrent_requests_become_one_create_fleet(aws: AWSEnv) -> N
     assert len(set(ids)) == 5
     for index, instance_id in enumerate(ids):
         assert _tags_of(ec2, instance_id)["karpenter.sh/nodeclaim"] == f"default-{index}"
+
+
+def test_tagging_a_batched_instance_is_tried_again_once(aws: AWSEnv) -> None:
+    ec2 = aws.client("ec2")
+    request = _fleet_request_for(aws, ec2)
+    refusals = {"left": 1}
+
+    def refuse_at_first(**_: Any) -> tuple[Any, dict[str, Any]] | None:
+        if refusals["left"] == 0:
+            return None
+        refusals["left"] -= 1
+        return _client_error("InvalidInstanceID.NotFound", "not yet")
+
+    tags = _Calls(ec2, "CreateTags")
+    ec2.meta.events.register("before-call.ec2.CreateTags", refuse_at_first)
+    batcher = FleetBatcher(ec2, timedelta(milliseconds=200), timedelta(seconds=2))
+
+    def launch_two() -> list[Any]:
+        return _in_threads(
+            2,
+            lambda i: batcher.launch(
+                request, {"karpenter.sh/nodeclaim": f"default-{i}"}, "on-demand"
+            ),
+        )
+
+    outcomes = launch_two()
+    assert len(tags) == 3  # one refused, then tried again
+    for index, outcome in enumerate(outcomes):
+        nodeclaim = _tags_of(ec2, outcome.instance.instance_id)["karpenter.sh/nodeclaim"]
+        assert nodeclaim == f"default-{index}"
+    refusals["left"] = 4
+    outcomes = launch_two()
+    assert len(tags) == 7  # refused twice each: the instances are still returned, untagged
+    for outcome in outcomes:
+        assert outcome.instance is not None
+        assert "karpenter.sh/nodeclaim" not in _tags_of(ec2, outcome.instance.instance_id)
 
 
 def test_different_requests_are_not_batched(aws: AWSEnv) -> None:
@@ -899,6 +936,31 @@ def test_gets_are_served_from_the_cache_until_it_expires(aws: AWSEnv) -> None:
     assert describes.params[-1]["InstanceIds"] == [first]
     instances.get(first)
     assert len(describes) == 2  # read again, kept again
+
+
+def test_list_keeps_instances_remembered_while_it_was_listing(aws: AWSEnv) -> None:
+    ec2 = aws.client("ec2")
+    listed = _run(ec2, aws, {CLUSTER_TAG: "owned", "karpenter.sh/nodepool": "default"})
+    launched = _run(ec2, aws, {CLUSTER_TAG: "owned"})  # not yet tagged with its NodePool
+    stale = "i-0123456789abcdef0"
+    ticks = _Ticks()
+    instances = Instances(ec2, "test-cluster", timedelta(milliseconds=5), monotonic=ticks)
+    instances.remember(instance_from_description({"InstanceId": stale}))
+    ticks.now += 1
+
+    def launch_meanwhile(**_: Any) -> None:
+        instances.remember(instance_from_description({"InstanceId": launched}))
+
+    ec2.meta.events.register("before-call.ec2.DescribeInstances", launch_meanwhile)
+    assert [i.id for i in instances.list()] == [listed]
+    ec2.meta.events.unregister("before-call.ec2.DescribeInstances", launch_meanwhile)
+    describes = _Calls(ec2, "DescribeInstances")
+    assert instances.get(launched).id == launched
+    assert instances.get(listed).id == listed
+    assert len(describes) == 0  # both from the cache
+    with pytest.raises(NodeClaimNotFound):
+        instances.get(stale)  # remembered before the listing: replaced by it, so read again
+    assert len(describes) >= 1
 
 
 def test_concurrent_gets_share_one_describe_and_a_missing_id_fails_its_caller_only(

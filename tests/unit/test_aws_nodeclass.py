@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -17,8 +18,10 @@ from karpenter_aws.nodeclass import (
     AMIStatus,
     EC2NodeClass,
     MetadataOptions,
+    NotReady,
     crd,
     nodeclass_hash,
+    validation_problems,
 )
 from karpenter_core.cli.crds import render_crd
 
@@ -57,6 +60,13 @@ def single_error(**spec: Any) -> tuple[tuple[str | int, ...], str]:
     found = errors(**spec)
     assert len(found) == 1, found
     return tuple(found[0]["loc"]), found[0]["msg"]
+
+
+def test_validation_problems_name_each_field() -> None:
+    with pytest.raises(ValidationError) as raised:
+        parse(role=None, subnetSelectorTerms=[])
+    problems = validation_problems(raised.value)
+    assert "spec.subnetSelectorTerms" in problems and "; " in problems
 
 
 # Valid objects and defaults
@@ -534,6 +544,20 @@ def test_not_ready_reason() -> None:
     unknown = manifest()
     unknown["status"] = {"conditions": [{**_condition("Ready", "Unknown"), "reason": "Waiting"}]}
     assert EC2NodeClass.from_manifest(unknown).not_ready_reason() == "Waiting"
+    assert EC2NodeClass.from_manifest(unknown).not_ready() == NotReady("Waiting", unknown=True)
+    assert node_class.not_ready() == NotReady(
+        "the EC2NodeClass has no Ready condition yet", unknown=True
+    )
+    assert EC2NodeClass.from_manifest(waiting).not_ready() == NotReady(
+        "SubnetsReady=False", unknown=False
+    )
+    older = copy.deepcopy(ready)
+    older["metadata"]["generation"] = 3
+    older["status"]["conditions"][0]["observedGeneration"] = 2
+    stale = EC2NodeClass.from_manifest(older).not_ready()
+    assert stale is not None and not stale.unknown and "generation 3" in stale.reason
+    older["status"]["conditions"][0]["observedGeneration"] = 3
+    assert EC2NodeClass.from_manifest(older).not_ready() is None
     assert CONDITION_TYPES == (
         "SubnetsReady",
         "SecurityGroupsReady",

@@ -40,6 +40,7 @@ __all__ = [
     "AMI_CACHE_TTL",
     "ARCHITECTURES",
     "SSM_CACHE_TTL",
+    "WINDOWS_BUILDS",
     "AMIResolutionError",
     "AMIResolver",
     "map_to_instance_types",
@@ -56,12 +57,12 @@ ARCHITECTURES: Mapping[str, str] = {"x86_64": "amd64", "arm64": "arm64"}
 """EC2 image architecture -> ``kubernetes.io/arch`` value; images of other architectures are
 ignored."""
 
-_WINDOWS = {
-    AMI_FAMILY_WINDOWS2019: ("2019", "10.0.17763"),
-    AMI_FAMILY_WINDOWS2022: ("2022", "10.0.20348"),
-    AMI_FAMILY_WINDOWS2025: ("2025", "10.0.26100"),
+WINDOWS_BUILDS: Mapping[str, str] = {
+    AMI_FAMILY_WINDOWS2019: "10.0.17763",
+    AMI_FAMILY_WINDOWS2022: "10.0.20348",
+    AMI_FAMILY_WINDOWS2025: "10.0.26100",
 }
-"""Windows AMI family -> (Windows Server version, node.kubernetes.io/windows-build)."""
+"""Windows AMI family (``Windows<year>``) -> ``node.kubernetes.io/windows-build`` value."""
 
 # A requirement as (key, operator, values); a requirement set is a sorted tuple of them.
 _Requirement = tuple[str, str, tuple[str, ...]]
@@ -154,7 +155,8 @@ class AMIResolver:
         self._clock = clock
         self._log = logger or logging.getLogger(__name__)
         self._lock = threading.Lock()
-        self._parameters: dict[str, tuple[datetime, str | None]] = {}
+        self._parameters: dict[str, tuple[datetime, str | None, timedelta]] = {}
+        """SSM parameter -> (when read, value or None when missing, how long it is kept)."""
         self._images: dict[str, tuple[datetime, list[dict[str, Any]]]] = {}
 
     def resolve(self, node_class: EC2NodeClass, kubernetes_version: str) -> list[AMIStatus]:
@@ -285,8 +287,10 @@ class AMIResolver:
         else:
             if cached is None or cached[1] != value:
                 self._log.info("ssm parameter %s is %s", name, value)
+        kept = ttl if value is not None else AMI_CACHE_TTL
         with self._lock:
-            self._parameters[name] = (now, value)
+            self._parameters = {k: v for k, v in self._parameters.items() if now - v[0] < v[2]}
+            self._parameters[name] = (now, value, kept)
         return value
 
     def _describe(self, query: _Query, now: datetime) -> list[dict[str, Any]]:
@@ -308,6 +312,7 @@ class AMIResolver:
         for page in self._ec2.get_paginator("describe_images").paginate(**request):
             images.extend(page.get("Images") or ())
         with self._lock:
+            self._images = {k: v for k, v in self._images.items() if now - v[0] < AMI_CACHE_TTL}
             self._images[key] = (now, images)
         return images
 
@@ -352,8 +357,9 @@ def _alias_parameters(
             f"{base}-nvidia/x86_64/{release}/image_id": [nvidia],
             f"{base}-nvidia/arm64/{release}/image_id": [nvidia],
         }
-    if family in _WINDOWS:
-        year, build = _WINDOWS[family]
+    if family in WINDOWS_BUILDS:
+        build = WINDOWS_BUILDS[family]
+        year = family.removeprefix("Windows")
         path = (
             f"/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-"
             f"{k8s}/image_id"

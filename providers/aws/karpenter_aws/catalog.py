@@ -2,6 +2,8 @@
 
 Live, the catalog reads DescribeInstanceTypes, DescribeInstanceTypeOfferings and
 DescribeAvailabilityZones, again once the data is ``REFRESH_INTERVAL`` old (or on ``refresh()``).
+One refresh runs at a time; meanwhile other callers get the data read before (only the very first
+read makes them wait).
 Offline, it reads the packaged shapes and zone offerings of a region (see ``data/README.md``),
 with the packaged on-demand prices and spot prices estimated from them.
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import itertools
 import json
 import logging
 import threading
@@ -23,9 +26,8 @@ from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from karpenter_aws import labels
+from karpenter_aws.errors import AWS_ERRORS
 from karpenter_aws.instancetype import (
     DEFAULT_AMI_FAMILY,
     BuildOptions,
@@ -61,7 +63,6 @@ OFFLINE_SPOT_ESTIMATE = 0.4
 """Offline spot prices are this fraction of on-demand (spot usually saves 60-70%)."""
 
 _log = logging.getLogger(__name__)
-_AWS_ERRORS = (BotoCoreError, ClientError)
 _TYPE_FILTERS = [
     {"Name": "supported-virtualization-type", "Values": ["hvm"]},
     {"Name": "processor-info.supported-architecture", "Values": ["x86_64", "arm64"]},
@@ -69,6 +70,8 @@ _TYPE_FILTERS = [
 _CAPACITY_ORDER = (wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_SPOT)
 _NO_ZONES: frozenset[str] = frozenset()
 _NO_MARKS: frozenset[tuple[str, str]] = frozenset()
+_CACHE_SIZE = 64
+"""How many sets of NodeClass inputs keep their built instance types (least recently used go)."""
 
 
 class CatalogError(CloudProviderError):
@@ -85,9 +88,10 @@ class _Data:
     version: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Built:
-    """Instance types built for one set of NodeClass inputs, and what they were built from."""
+    """Instance types built for one set of NodeClass inputs, what they were built from, and
+    when they were last used (a tick of the catalog)."""
 
     version: int
     prices_seq: int
@@ -96,6 +100,7 @@ class _Built:
     types: list[InstanceType]
     index: Mapping[str, int]
     requirements: Mapping[tuple[str, str], Requirements]
+    used: int = 0
 
     def matches(self, version: int, prices_seq: int, unavailable_seq: int) -> bool:
         """Whether the instance types are current."""
@@ -151,9 +156,12 @@ class InstanceTypeCatalog:
         self.ec2 = ec2
         self._clock = clock
         self._lock = threading.RLock()
+        self._refreshed = threading.Condition(self._lock)
+        self._refreshing = False
         self._data: _Data | None = None
         self._due: datetime | None = None
         self._cache: dict[tuple[BuildOptions, tuple[tuple[str, str], ...]], _Built] = {}
+        self._ticks = itertools.count(1)
 
     @classmethod
     def live(
@@ -204,14 +212,24 @@ class InstanceTypeCatalog:
         return dict(self._current().zones)
 
     def refresh(self) -> None:
-        """Read instance types, their zone offerings and the zones from EC2 now.
+        """Read instance types, their zone offerings and the zones from EC2 now (after any
+        refresh already under way).
 
         On failure the previous data is kept and ``CatalogError`` is raised, naming the call.
         Offline catalogs have nothing to refresh.
         """
         if self.ec2 is None:
             return
-        with self._lock:
+        with self._refreshed:
+            while self._refreshing:
+                self._refreshed.wait()
+            self._refreshing = True
+        self._fetch_and_install()
+
+    def _fetch_and_install(self) -> None:
+        """Read EC2 without holding the lock and install the result; the caller has set
+        ``_refreshing``, which this clears."""
+        try:
             try:
                 infos = _paginate(
                     self.ec2,
@@ -228,13 +246,19 @@ class InstanceTypeCatalog:
                     PaginationConfig={"PageSize": 1000},
                 )
                 zone_rows = self.ec2.describe_availability_zones().get("AvailabilityZones") or ()
-            except _AWS_ERRORS as error:
-                self._due = self._clock() + RETRY_INTERVAL
+            except AWS_ERRORS as error:
+                with self._lock:
+                    self._due = self._clock() + RETRY_INTERVAL
                 raise CatalogError(
                     f"reading EC2 instance types in {self.region}: {error}"
                 ) from error
-            self._install(infos, rows, zone_rows)
-            self._due = self._clock() + REFRESH_INTERVAL
+            with self._lock:
+                self._install(infos, rows, zone_rows)
+                self._due = self._clock() + REFRESH_INTERVAL
+        finally:
+            with self._refreshed:
+                self._refreshing = False
+                self._refreshed.notify_all()
 
     def _install(
         self,
@@ -274,15 +298,22 @@ class InstanceTypeCatalog:
         return self.ec2 is not None and (self._due is None or self._clock() >= self._due)
 
     def _current(self) -> _Data:
+        """The EC2 data, refreshed first when stale. While one caller refreshes, the others keep
+        the data read before; only without any data do they wait for it."""
         if self._stale():
-            with self._lock:
-                if self._stale():
-                    try:
-                        self.refresh()
-                    except CatalogError as error:
-                        if self._data is None:
-                            raise
-                        _log.warning("%s; keeping the instance types read before", error)
+            with self._refreshed:
+                while self._refreshing and self._data is None:
+                    self._refreshed.wait()
+                claimed = not self._refreshing and self._stale()
+                if claimed:
+                    self._refreshing = True
+            if claimed:
+                try:
+                    self._fetch_and_install()
+                except CatalogError as error:
+                    if self._data is None:
+                        raise
+                    _log.warning("%s; keeping the instance types read before", error)
         data = self._data
         if data is None:
             raise CatalogError(f"no instance types known in {self.region}")
@@ -303,17 +334,23 @@ class InstanceTypeCatalog:
         useq = self.unavailable.seq
         entry = self._cache.get(key)
         if entry is not None and entry.matches(data.version, self.prices.seq, useq):
+            entry.used = next(self._ticks)
             return entry.types
         with self._lock:
             entry = self._cache.get(key)
             pseq = self.prices.seq
             if entry is not None and entry.matches(data.version, pseq, useq):
+                entry.used = next(self._ticks)
                 return entry.types
             if entry is not None and (entry.version, entry.prices_seq) == (data.version, pseq):
                 entry = self._update_availability(entry, data, options, dict(zones), useq)
             else:
                 entry = self._build(data, options, dict(zones), pseq, useq)
-            self._cache[key] = entry
+            entry.used = next(self._ticks)
+            cache = self._cache
+            cache[key] = entry
+            if len(cache) > _CACHE_SIZE:
+                del cache[min(cache, key=lambda k: cache[k].used)]
             return entry.types
 
     def _inputs(

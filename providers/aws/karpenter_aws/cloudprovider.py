@@ -18,19 +18,19 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes import client as k8s
 from pydantic import ValidationError
 
 from karpenter_aws.amis import map_to_instance_types
 from karpenter_aws.catalog import InstanceTypeCatalog
 from karpenter_aws.clients import AWSClients
+from karpenter_aws.errors import AWS_ERRORS, describe_error, error_code
 from karpenter_aws.fleet import (
     FleetBatcher,
     FleetOutcome,
@@ -67,6 +67,7 @@ from karpenter_aws.nodeclass import (
     VERSION,
     EC2NodeClass,
     nodeclass_hash,
+    validation_problems,
 )
 from karpenter_aws.pricing import PriceBook
 from karpenter_aws.settings import AWSSettings
@@ -75,7 +76,6 @@ from karpenter_aws.unavailable import UnavailableOfferings
 from karpenter_aws.userdata import BootstrapOptions, UserDataError, build_user_data
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import to_milli
-from karpenter_core.apis.v1.common import CONDITION_READY
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import (
@@ -131,12 +131,18 @@ class NodeClasses:
     ``get`` returns None for one that does not exist or is being deleted (as upstream, a
     deleting EC2NodeClass launches nothing), and always None without a cluster. Only Ready
     EC2NodeClasses are kept: one that is missing or not ready yet is read again on every call,
-    so that it is used as soon as it becomes Ready.
+    so that it is used as soon as it becomes Ready. Expired entries are dropped on each write.
     """
 
-    def __init__(self, kube_client: Any, ttl: timedelta = NODE_CLASS_TTL) -> None:
+    def __init__(
+        self,
+        kube_client: Any,
+        ttl: timedelta = NODE_CLASS_TTL,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._api = None if kube_client is None else k8s.CustomObjectsApi(kube_client)
         self._ttl = ttl.total_seconds()
+        self._monotonic = monotonic
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[float, EC2NodeClass]] = {}
 
@@ -149,7 +155,7 @@ class NodeClasses:
         """The EC2NodeClass ``name``; ``NodeClassNotReady`` when it is not a valid one."""
         if self._api is None:
             return None
-        now = time.monotonic()
+        now = self._monotonic()
         if not fresh:
             with self._lock:
                 cached = self._cache.get(name)
@@ -157,6 +163,9 @@ class NodeClasses:
                 return cached[1]
         node_class = self._read(name)
         with self._lock:
+            expired = [k for k, (at, _) in self._cache.items() if now - at >= self._ttl]
+            for key in expired:
+                del self._cache[key]
             if node_class is not None and node_class.not_ready_reason() is None:
                 self._cache[name] = (now, node_class)
             else:
@@ -178,10 +187,9 @@ class NodeClasses:
         try:
             node_class = EC2NodeClass.from_manifest(json.loads(response.data))
         except ValidationError as error:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
-            )
-            raise NodeClassNotReady(f"{KIND} {name!r} is not valid: {problems}") from None
+            raise NodeClassNotReady(
+                f"{KIND} {name!r} is not valid: {validation_problems(error)}"
+            ) from None
         if node_class.metadata.deletion_timestamp is not None:
             return None
         return node_class
@@ -240,14 +248,6 @@ def _requirements(nodeclaim: NodeClaim) -> Requirements:
     return Requirements.from_node_selector(
         r.model_dump(by_alias=True, exclude_none=True) for r in nodeclaim.spec.requirements
     )
-
-
-def _code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
-
-
-def _message(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Message", ""))
 
 
 class AWSCloudProvider:
@@ -460,22 +460,14 @@ class AWSCloudProvider:
         node_class = self.node_classes.get(ref.name, fresh=True)
         if node_class is None:
             raise InsufficientCapacity(f"{KIND} {ref.name!r} not found")
-        ready = next((c for c in node_class.status.conditions if c.type == CONDITION_READY), None)
-        if ready is None or ready.status == "Unknown":
+        problem = node_class.not_ready()
+        if problem is not None and problem.unknown:
             raise CreateError(
                 "NodeClassReadinessUnknown",
-                f"{KIND} {ref.name!r} is not resolved yet"
-                + (f": {ready.message}" if ready is not None and ready.message else ""),
+                f"{KIND} {ref.name!r} is not resolved yet: {problem.reason}",
             )
-        if ready.status == "False":
-            raise NodeClassNotReady(
-                f"{KIND} {ref.name!r} is not ready: {ready.message or ready.reason}"
-            )
-        generation = node_class.metadata.generation
-        if generation is not None and ready.observed_generation not in (None, generation):
-            raise NodeClassNotReady(
-                f"{KIND} {ref.name!r}: status has not been reconciled against the latest spec"
-            )
+        if problem is not None:
+            raise NodeClassNotReady(f"{KIND} {ref.name!r} is not ready: {problem.reason}")
         return node_class
 
     def _launch(
@@ -508,19 +500,15 @@ class AWSCloudProvider:
             request = fleet_request(capacity_type, configs, tags)
             try:
                 return launcher.batcher.launch(request, own_tags, capacity_type)
-            except ClientError as error:
-                code = _code(error)
+            except AWS_ERRORS as error:
+                code = error_code(error)
                 if code in NOT_FOUND_CODES and attempt == 0:
                     for template in templates:
                         launcher.templates.invalidate(template.template_name)
                     continue
                 raise CreateError(
                     code or "CreateFleetFailed",
-                    f"creating a fleet for NodeClaim {name!r}: {code}: {_message(error)}",
-                ) from None
-            except BotoCoreError as error:
-                raise CreateError(
-                    "CreateFleetFailed", f"creating a fleet for NodeClaim {name!r}: {error}"
+                    describe_error(f"creating a fleet for NodeClaim {name!r}", error),
                 ) from None
         raise AssertionError("unreachable")
 
@@ -528,10 +516,12 @@ class AWSCloudProvider:
         ids = [s.id for s in node_class.status.subnets]
         try:
             zonal = launcher.subnets.get(ids)
-        except (ClientError, BotoCoreError) as error:
+        except AWS_ERRORS as error:
             raise CreateError(
                 "SubnetResolutionFailed",
-                f"describing the subnets of {KIND} {node_class.metadata.name!r}: {error}",
+                describe_error(
+                    f"describing the subnets of {KIND} {node_class.metadata.name!r}", error
+                ),
             ) from None
         return {zone: subnet.id for zone, subnet in zonal.items()}
 
@@ -618,8 +608,10 @@ class AWSCloudProvider:
             cluster: dict[str, Any] = {}
             try:
                 cluster = self.clients.eks.describe_cluster(name=settings.cluster_name)["cluster"]
-            except (ClientError, BotoCoreError) as error:
-                problem = f"reading EKS cluster {settings.cluster_name!r} failed: {error}"
+            except AWS_ERRORS as error:
+                problem = describe_error(
+                    f"reading EKS cluster {settings.cluster_name!r} failed", error
+                )
                 log.warning("%s", problem)
             network = cluster.get("kubernetesNetworkConfig") or {}
             endpoint = endpoint or cluster.get("endpoint") or ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from karpenter_aws.batcher import Batcher
+from karpenter_aws.errors import AWS_ERRORS
 from karpenter_core.apis import labels as wk
 from karpenter_core.cloudprovider.types import (
     CloudProviderError,
@@ -65,6 +67,8 @@ ICE_ERROR_CODES = frozenset(
 
 TAGGED_RESOURCES = ("instance", "volume", "fleet")
 _MAX_BATCH = 1000
+_TAG_RETRY_DELAY = 0.2
+"""Seconds before CreateTags on a batched instance is tried a second time."""
 
 
 def _with_capacity_type(requirements: Requirements, capacity_type: str) -> Requirements:
@@ -300,8 +304,10 @@ class FleetBatcher:
     joined for ``idle``, ``max_wait`` after it opened, or when it holds 1,000 requests. The first
     caller sends it; every caller gets one instance (or none, with the errors). Each caller's own
     tags (``own_tags``) go into the request when it is alone, or onto its instance with
-    CreateTags afterwards (by the caller) when batched. API errors (botocore's) are raised to
-    every caller.
+    CreateTags afterwards (by the caller, tried twice) when batched. If tagging still fails the
+    instance is returned all the same: its NodeClaim tracks it by providerID, but it lacks those
+    tags (so ``Instances.find_for_nodeclaim`` does not find it). API errors (botocore's) of
+    CreateFleet are raised to every caller.
     """
 
     def __init__(self, ec2: Any, idle: timedelta, max_wait: timedelta) -> None:
@@ -353,13 +359,19 @@ class FleetBatcher:
     def _tag(self, instance_id: str, tags: Mapping[str, str]) -> None:
         if not tags:
             return
-        try:
-            self._ec2.create_tags(
-                Resources=[instance_id],
-                Tags=[{"Key": k, "Value": tags[k]} for k in sorted(tags)],
-            )
-        except Exception as error:  # the instance is launched; an untagged one is collected later
-            log.warning(
-                "tagging a batched instance failed",
-                extra={"instance_id": instance_id, "error": str(error)},
-            )
+        for attempt in range(2):
+            try:
+                self._ec2.create_tags(
+                    Resources=[instance_id],
+                    Tags=[{"Key": k, "Value": tags[k]} for k in sorted(tags)],
+                )
+                return
+            except AWS_ERRORS as error:
+                if attempt == 0:
+                    time.sleep(_TAG_RETRY_DELAY)  # a new instance may not be visible to EC2 yet
+                    continue
+                # The instance is launched and returned; it just stays without these tags.
+                log.warning(
+                    "tagging a batched instance failed; it stays without its own tags",
+                    extra={"instance_id": instance_id, "tags": dict(tags), "error": str(error)},
+                )

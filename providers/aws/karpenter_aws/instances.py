@@ -20,6 +20,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from karpenter_aws.batcher import Batcher
+from karpenter_aws.errors import describe_error, error_code
 from karpenter_aws.labels import PROVIDER_ID_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL, cluster_tag
 from karpenter_core.apis import labels as wk
 from karpenter_core.cloudprovider.types import CloudProviderError, NodeClaimNotFound
@@ -176,7 +177,7 @@ class Instances:
         try:
             described = self._describe_ids(ids)
         except ClientError as error:
-            if _code(error) not in _NOT_FOUND:
+            if error_code(error) not in _NOT_FOUND:
                 raise _api_error(_describing(ids), error) from None
             if len(ids) > 1:
                 return self._get_each(instance_ids)
@@ -193,7 +194,7 @@ class Instances:
             try:
                 described = self._describe_ids([instance_id])
             except ClientError as error:
-                if _code(error) not in _NOT_FOUND:
+                if error_code(error) not in _NOT_FOUND:
                     failed[instance_id] = str(_api_error(_describing([instance_id]), error))
                 continue
             found.update((i.id, i) for i in described if i.id == instance_id)
@@ -208,8 +209,10 @@ class Instances:
         return list(_instances(response))
 
     def list(self) -> list[Instance]:
-        """Live instances tagged with a NodePool and as owned by the cluster (they replace the
-        cache)."""
+        """Live instances tagged with a NodePool and as owned by the cluster. They replace the
+        cache, except for instances remembered since the listing started (EC2 may not show
+        those yet)."""
+        started = self._monotonic()
         found = self._describe(
             [
                 {"Name": "tag-key", "Values": [TAG_NODEPOOL]},
@@ -220,7 +223,13 @@ class Instances:
         )
         now = self._monotonic()
         with self._cache_lock:
-            self._cache = {instance.id: (now, instance) for instance in found}
+            cache = {
+                instance_id: entry
+                for instance_id, entry in self._cache.items()
+                if entry[0] >= started
+            }
+            cache.update((instance.id, (now, instance)) for instance in found)
+            self._cache = cache
         return found
 
     def expecting_lookup(self) -> AbstractContextManager[None]:
@@ -263,7 +272,7 @@ class Instances:
         try:
             self._ec2.terminate_instances(InstanceIds=[instance_id])
         except ClientError as error:
-            if _code(error) in _NOT_FOUND:
+            if error_code(error) in _NOT_FOUND:
                 raise NodeClaimNotFound(f"instance {instance_id} not found") from None
             raise _api_error(f"terminating instance {instance_id}", error) from None
         return instance
@@ -297,10 +306,5 @@ def _describing(instance_ids: list[str]) -> str:
     return f"describing instance{'s' if len(instance_ids) > 1 else ''} {shown}{more}"
 
 
-def _code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
-
-
 def _api_error(action: str, error: ClientError) -> CloudProviderError:
-    detail = error.response.get("Error", {})
-    return CloudProviderError(f"{action}: {detail.get('Code', '')}: {detail.get('Message', '')}")
+    return CloudProviderError(describe_error(action, error))

@@ -28,6 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from karpenter_aws import labels
+from karpenter_aws.amis import ARCHITECTURES, WINDOWS_BUILDS
+from karpenter_aws.nodeclass import (
+    AMI_FAMILY_AL2023,
+)
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import QuantityError, parse_quantity, to_milli
 from karpenter_core.cloudprovider.types import InstanceType, Offering, Overhead
@@ -43,7 +47,6 @@ __all__ = [
     "RESOURCE_NEURON_CORE",
     "RESOURCE_NVIDIA_GPU",
     "RESOURCE_PRIVATE_IPV4",
-    "WINDOWS_BUILDS",
     "BuildOptions",
     "Shape",
     "build",
@@ -60,12 +63,8 @@ RESOURCE_HABANA_GAUDI = "habana.ai/gaudi"
 RESOURCE_EFA = "vpc.amazonaws.com/efa"
 RESOURCE_PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"
 
-DEFAULT_AMI_FAMILY = "AL2023"
-WINDOWS_BUILDS = {
-    "Windows2019": "10.0.17763",
-    "Windows2022": "10.0.20348",
-    "Windows2025": "10.0.26100",
-}
+DEFAULT_AMI_FAMILY = AMI_FAMILY_AL2023
+"""The AMI family when there is no EC2NodeClass."""
 
 _MIB = 2**20
 _GIB = 2**30
@@ -73,7 +72,6 @@ DEFAULT_EPHEMERAL_STORAGE = 20 * _GIB
 """Bytes of ephemeral storage when nothing else says (the default root volume)."""
 _WINDOWS_EPHEMERAL_STORAGE = 50 * _GIB
 _WINDOWS_PODS = 110
-_ARCHITECTURES = {"x86_64": wk.ARCH_AMD64, "arm64": wk.ARCH_ARM64}
 _CAPACITY_TYPES = frozenset({wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_SPOT})
 _CPU_TIERS = ((0, 1000, 0.06), (1000, 2000, 0.01), (2000, 4000, 0.005), (4000, 1 << 31, 0.0025))
 _KUBE_RESERVED_EPHEMERAL = to_milli(parse_quantity("1Gi"))
@@ -127,11 +125,6 @@ class BuildOptions:
     ephemeral_storage: int = DEFAULT_EPHEMERAL_STORAGE
     instance_store_raid0: bool = False
     region: str = ""
-
-    @property
-    def windows_build(self) -> str | None:
-        """The Windows build label value, or None for Linux families."""
-        return WINDOWS_BUILDS.get(self.ami_family)
 
 
 class Shape:
@@ -214,7 +207,7 @@ def shape(info: Mapping[str, Any]) -> Shape | None:
         return None
     processor = info.get("ProcessorInfo") or {}
     architectures = processor.get("SupportedArchitectures") or ()
-    arch = next((_ARCHITECTURES[a] for a in architectures if a in _ARCHITECTURES), None)
+    arch = next((ARCHITECTURES[a] for a in architectures if a in ARCHITECTURES), None)
     if arch is None:
         return None
     name: str = info["InstanceType"]

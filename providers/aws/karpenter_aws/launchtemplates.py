@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from karpenter_aws.errors import describe_error, error_code
 from karpenter_aws.labels import GROUP, TAG_EKS_CLUSTER_NAME
 from karpenter_aws.nodeclass import (
     AMI_FAMILY_AL2,
@@ -186,14 +187,6 @@ def create_request(config: LaunchTemplateConfig, name: str) -> dict[str, Any]:
     return request
 
 
-def _code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
-
-
-def _message(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Message", ""))
-
-
 class LaunchTemplates:
     """Finds or creates the launch template of a configuration.
 
@@ -274,11 +267,18 @@ class LaunchTemplates:
             ]
             for name in stale:
                 del self._used[name]
+            idle = [
+                name
+                for name, lock in self._name_locks.items()
+                if name not in self._used and not lock.locked()
+            ]
+            for name in idle:
+                del self._name_locks[name]
         for name in stale:
             try:
                 self._ec2.delete_launch_template(LaunchTemplateName=name)
             except ClientError as error:
-                if _code(error) not in NOT_FOUND_CODES:
+                if error_code(error) not in NOT_FOUND_CODES:
                     log.warning("deleting unused launch template %s failed: %s", name, error)
                 continue
             log.info("deleted unused launch template %s", name)
@@ -287,7 +287,7 @@ class LaunchTemplates:
         try:
             found = self._ec2.describe_launch_templates(LaunchTemplateNames=[name])
         except ClientError as error:
-            if _code(error) in NOT_FOUND_CODES:
+            if error_code(error) in NOT_FOUND_CODES:
                 return False
             raise _failure(f"describing launch template {name}", error) from None
         return bool(found.get("LaunchTemplates"))
@@ -296,12 +296,11 @@ class LaunchTemplates:
         try:
             self._ec2.create_launch_template(**create_request(config, name))
         except ClientError as error:
-            if _code(error) == _ALREADY_EXISTS:
+            if error_code(error) == _ALREADY_EXISTS:
                 return
             raise _failure(f"creating launch template {name}", error) from None
         log.info("created launch template %s", name)
 
 
 def _failure(action: str, error: ClientError) -> CloudProviderError:
-    code = _code(error)
-    return CreateError(code or "LaunchTemplateFailed", f"{action}: {code}: {_message(error)}")
+    return CreateError(error_code(error) or "LaunchTemplateFailed", describe_error(action, error))

@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -19,6 +20,7 @@ from pydantic import (
     AfterValidator,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -81,12 +83,14 @@ __all__ = [
     "KubeletConfiguration",
     "MetadataOptions",
     "NodeSelectorRequirement",
+    "NotReady",
     "SecurityGroupSelectorTerm",
     "SecurityGroupStatus",
     "SubnetSelectorTerm",
     "SubnetStatus",
     "crd",
     "nodeclass_hash",
+    "validation_problems",
 ]
 
 VERSION = "v1"
@@ -998,14 +1002,42 @@ class EC2NodeClass(KubeObject):
         """Bytes of the volume holding the kubelet's ephemeral storage, if a mapping sets it."""
         return self.spec.root_volume_size()
 
+    def not_ready(self) -> NotReady | None:
+        """None when the Ready condition is True for the current spec (its observedGeneration,
+        when set, is ``metadata.generation``); else why not."""
+        ready = next((c for c in self.status.conditions if c.type == CONDITION_READY), None)
+        if ready is None:
+            return NotReady(f"the {KIND} has no Ready condition yet", unknown=True)
+        if ready.status != "True":
+            reason = ready.message or ready.reason
+            return NotReady(reason, unknown=ready.status != "False")
+        generation = self.metadata.generation
+        if generation is not None and ready.observed_generation not in (None, generation):
+            return NotReady(
+                f"status has not been reconciled against the latest spec (generation "
+                f"{generation}, Ready observed generation {ready.observed_generation})",
+                unknown=False,
+            )
+        return None
+
     def not_ready_reason(self) -> str | None:
-        """None when the Ready condition is True; else why not (the condition's message)."""
-        for condition in self.status.conditions:
-            if condition.type == CONDITION_READY:
-                if condition.status == "True":
-                    return None
-                return condition.message or condition.reason
-        return "the EC2NodeClass has no Ready condition yet"
+        """None when the EC2NodeClass is ready (see ``not_ready``); else why not."""
+        problem = self.not_ready()
+        return None if problem is None else problem.reason
+
+
+@dataclass(frozen=True, slots=True)
+class NotReady:
+    """Why an EC2NodeClass is not ready; ``unknown`` while it is not resolved yet (Ready is
+    missing or Unknown) rather than resolved as not ready."""
+
+    reason: str
+    unknown: bool
+
+
+def validation_problems(error: ValidationError) -> str:
+    """The problems of a pydantic ``ValidationError``, ``<field.path>: <message>; ...``."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
 
 
 # Drift hash

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from karpenter_aws.amis import AMIResolver
+from karpenter_aws.errors import AWS_ERRORS, describe_error
 from karpenter_aws.instanceprofile import InstanceProfiles
 from karpenter_aws.labels import TERMINATION_FINALIZER
 from karpenter_aws.nodeclass import (
@@ -43,6 +43,7 @@ from karpenter_aws.nodeclass import (
     EC2NodeClass,
     EC2NodeClassStatus,
     nodeclass_hash,
+    validation_problems,
 )
 from karpenter_aws.securitygroups import resolve_security_groups
 from karpenter_aws.subnets import resolve_subnets
@@ -65,15 +66,6 @@ DEPENDENCIES = (
     CONDITION_INSTANCE_PROFILE_READY,
 )
 _MERGE_PATCH = "application/merge-patch+json"
-
-
-def _aws_error(action: str, error: Exception) -> str:
-    """``<action> failed: <code>: <message>`` for a botocore error."""
-    if isinstance(error, ClientError):
-        detail = error.response.get("Error", {})
-        code, message = detail.get("Code") or "Error", detail.get("Message") or str(error)
-        return f"{action} failed: {code}: {message}"
-    return f"{action} failed: {error}"
 
 
 @dataclass(slots=True)
@@ -117,9 +109,12 @@ def resolve_status(
             if subnets
             else _Outcome("False", "SubnetsNotFound", "no subnet matches subnetSelectorTerms")
         )
-    except (ClientError, BotoCoreError) as error:
+    except AWS_ERRORS as error:
         outcomes[CONDITION_SUBNETS_READY] = _Outcome(
-            "False", "SubnetsResolutionFailed", _aws_error("describing subnets", error), True
+            "False",
+            "SubnetsResolutionFailed",
+            describe_error("describing subnets failed", error),
+            True,
         )
 
     groups = previous.security_groups
@@ -134,11 +129,11 @@ def resolve_status(
                 "no security group matches securityGroupSelectorTerms",
             )
         )
-    except (ClientError, BotoCoreError) as error:
+    except AWS_ERRORS as error:
         outcomes[CONDITION_SECURITY_GROUPS_READY] = _Outcome(
             "False",
             "SecurityGroupsResolutionFailed",
-            _aws_error("describing security groups", error),
+            describe_error("describing security groups failed", error),
             True,
         )
 
@@ -153,9 +148,9 @@ def resolve_status(
     except CloudProviderError as error:
         images = []
         outcomes[CONDITION_AMIS_READY] = _Outcome("False", "AMINotFound", str(error))
-    except (ClientError, BotoCoreError) as error:
+    except AWS_ERRORS as error:
         outcomes[CONDITION_AMIS_READY] = _Outcome(
-            "False", "AMIsResolutionFailed", _aws_error("resolving AMIs", error), True
+            "False", "AMIsResolutionFailed", describe_error("resolving AMIs failed", error), True
         )
 
     profile = previous.instance_profile
@@ -167,11 +162,11 @@ def resolve_status(
         outcomes[CONDITION_INSTANCE_PROFILE_READY] = _Outcome(
             "False", "InstanceProfileNotFound", str(error)
         )
-    except (ClientError, BotoCoreError) as error:
+    except AWS_ERRORS as error:
         outcomes[CONDITION_INSTANCE_PROFILE_READY] = _Outcome(
             "False",
             "InstanceProfileResolutionFailed",
-            _aws_error("ensuring the instance profile", error),
+            describe_error("ensuring the instance profile failed", error),
             True,
         )
 
@@ -428,11 +423,11 @@ class NodeClassController:
         self._waiting.pop(key, None)
         try:
             deleted = self._profiles.delete(node_class)
-        except (ClientError, BotoCoreError) as error:
+        except AWS_ERRORS as error:
             self._log.error(
                 "nodeclass: EC2NodeClass %s: %s",
                 name,
-                _aws_error("deleting its instance profiles", error),
+                describe_error("deleting its instance profiles failed", error),
             )
             return
         if deleted:
@@ -454,13 +449,10 @@ class NodeClassController:
         if key in self._invalid:
             return
         self._invalid.add(key)
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in error.errors()
-        )
         self._log.error(
             "nodeclass: EC2NodeClass %s is not valid, skipping it: %s",
             metadata.get("name"),
-            problems,
+            validation_problems(error),
         )
 
     def _log_changes(self, name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from karpenter_aws.errors import AWS_ERRORS
 
 __all__ = [
     "PriceBook",
@@ -34,7 +34,6 @@ __all__ = [
 _log = logging.getLogger(__name__)
 _FALLBACK_REGION = "us-east-1"
 _SPOT_PRODUCTS = ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"]
-_AWS_ERRORS = (BotoCoreError, ClientError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +229,7 @@ class PriceBook:
                 part: dict[str, float] = {}
                 for page in pages:
                     part.update(parse_price_list(page.get("PriceList") or (), currency))
-            except _AWS_ERRORS as error:
+            except AWS_ERRORS as error:
                 self._failed("on-demand", f"reading on-demand prices failed: {error}")
                 return False
             if not part:
@@ -259,7 +258,7 @@ class PriceBook:
             records: list[Mapping[str, Any]] = []
             for page in pages:
                 records.extend(page.get("SpotPriceHistory") or ())
-        except _AWS_ERRORS as error:
+        except AWS_ERRORS as error:
             self._failed("spot", f"reading spot prices failed: {error}")
             return False
         found = parse_spot_history(records)

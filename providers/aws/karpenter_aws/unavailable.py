@@ -63,11 +63,6 @@ class UnavailableOfferings:
             reason or "unknown",
         )
 
-    def is_unavailable(self, capacity_type: str, instance_type: str, zone: str) -> bool:
-        """Whether the offering was marked less than ``ttl`` ago."""
-        expiry = self._expiry.get((capacity_type, instance_type, zone))
-        return expiry is not None and self._clock() < expiry
-
     def snapshot(self) -> dict[str, frozenset[tuple[str, str]]]:
         """The offerings unavailable now, by instance type: ``(capacity_type, zone)`` pairs.
         The same dict is returned until ``seq`` changes; do not modify it."""
