@@ -439,6 +439,13 @@ def test_spot_interruption_replaces_the_node_away_from_the_interrupted_offering(
             )
             == 1
         )
+        for action in ("CordonAndDrain", "MarkUnavailable", "PublishEvent"):
+            assert (
+                harness.metric_value(
+                    text, "karpenter_interruption_actions_performed_total", action_type=action
+                )
+                >= 1
+            ), action
     finally:
         cleanup(kube_client, pool, "job", namespace)
 

@@ -76,6 +76,12 @@ DELETED_MESSAGES = Counter(
     "Count of messages deleted from the SQS queue.",
     registry=metrics.REGISTRY,
 )
+ACTIONS_PERFORMED = Counter(
+    "karpenter_interruption_actions_performed_total",
+    "Count of actions taken on interruption messages. Broken down by action type.",
+    ("action_type",),
+    registry=metrics.REGISTRY,
+)
 MESSAGE_QUEUE_DURATION = Histogram(
     "karpenter_interruption_message_queue_duration_seconds",
     "Time an interruption message spent between its event and its handling by Karpenter.",
@@ -413,6 +419,7 @@ class InterruptionController:
     def _apply(self, action: Action, node_uids: dict[str, str | None]) -> None:
         if isinstance(action, DeleteNodeClaim):
             if self._cluster.delete_nodeclaim(action.name):
+                ACTIONS_PERFORMED.labels("CordonAndDrain").inc()
                 metrics.NODECLAIMS_DISRUPTED.labels(action.reason, action.nodepool).inc()
                 self._log.info(
                     "interruption: deleting NodeClaim %s (%s)",
@@ -424,6 +431,7 @@ class InterruptionController:
             self._provider.unavailable.mark(
                 wk.CAPACITY_TYPE_SPOT, action.instance_type, action.zone, action.reason
             )
+            ACTIONS_PERFORMED.labels("MarkUnavailable").inc()
         else:
             self._publish(action, node_uids)
 
@@ -443,6 +451,7 @@ class InterruptionController:
                     return
                 uid = found
             self._cluster.publish(event, uid, self._context.clock())
+            ACTIONS_PERFORMED.labels("PublishEvent").inc()
         except Exception as error:
             self._log.warning(
                 "interruption: cannot publish event %s about %s %s: %s",
