@@ -82,7 +82,12 @@ class ProviderContext:
     ``kube_client`` is a ``kubernetes.client.ApiClient`` connected to the cluster, or None offline
     (``simulate``); ``settings`` holds the values of the provider's declared options;
     ``clients`` holds SDK clients the caller hands in by the names the provider documents (a
-    provider builds the ones not given; tests hand in instrumented clients).
+    provider builds the ones not given; tests hand in instrumented clients); ``events`` is the
+    core's event recorder when running as the controller, or None offline: an object with
+    ``publish(obj, event_type, reason, message)`` (True when the event was queued, False when it
+    was a recent duplicate or dropped), ``obj`` being a manifest dict with ``apiVersion``,
+    ``kind`` and ``metadata`` (``name``, ``namespace`` if namespaced, ``uid``); it de-duplicates,
+    caps the message and sends off the caller's thread.
     """
 
     settings: Mapping[str, Any] = field(default_factory=dict)
@@ -90,6 +95,7 @@ class ProviderContext:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("karpenter.provider"))
     clients: Mapping[str, Any] = field(default_factory=dict)
+    events: Any = None
 
 
 @dataclass(frozen=True, slots=True)

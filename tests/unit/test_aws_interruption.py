@@ -2,7 +2,8 @@
 
 The apiserver side (NodeClaims deleted, Events published) is covered end to end by the
 integration suite; here the controller runs against moto's SQS with an apiserver address that
-refuses connections, which messages needing no NodeClaim never touch.
+refuses connections, which messages needing no NodeClaim never touch, or with the apiserver
+calls replaced; Events go through a real ``EventRecorder`` whose client records them.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from karpenter_aws.settings import AWSSettings
 from karpenter_aws.unavailable import UnavailableOfferings
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import CloudProviderError
+from karpenter_core.operator.events import EventRecorder
 from karpenter_core.operator.metrics import REGISTRY
 from tests import aws_env
 
@@ -459,14 +461,57 @@ def refusing_apiserver() -> k8s.ApiClient:
     return k8s.ApiClient(configuration)
 
 
+class RecordingKube:
+    """The part of ``KubeClient`` an ``EventRecorder`` sends through; keeps what it is sent."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[dict[str, Any], str, str, str]] = []
+
+    def create_event(
+        self,
+        involved: dict[str, Any],
+        event_type: str,
+        reason: str,
+        message: str,
+        component: str = "karpenter",
+    ) -> dict[str, Any]:
+        self.events.append((involved, event_type, reason, message))
+        return {}
+
+
+class FakeCluster:
+    """The controller's apiserver calls, answered from memory."""
+
+    def __init__(self, nodeclaims: list[dict[str, Any]], node_uids: dict[str, str]) -> None:
+        self._nodeclaims = nodeclaims
+        self._node_uids = node_uids
+        self.deleted: list[str] = []
+
+    def nodeclaims(self) -> list[dict[str, Any]]:
+        return self._nodeclaims
+
+    def node_uid(self, name: str) -> str | None:
+        return self._node_uids.get(name)
+
+    def delete_nodeclaim(self, name: str) -> bool:
+        self.deleted.append(name)
+        return True
+
+
 def controller(
-    aws: aws_env.AWSEnv, queue: str, wait_seconds: int = 1
+    aws: aws_env.AWSEnv,
+    queue: str,
+    wait_seconds: int = 1,
+    events: EventRecorder | None = None,
 ) -> tuple[InterruptionController, Provider]:
     settings = AWSSettings(region=aws.region, interruption_queue=queue)
     provider = Provider(
         settings, AWSClients(settings, {"sqs": aws.client("sqs")}), UnavailableOfferings()
     )
-    context = ProviderContext(kube_client=refusing_apiserver())
+    context = ProviderContext(
+        kube_client=refusing_apiserver(),
+        events=events or EventRecorder(RecordingKube()),  # type: ignore[arg-type]
+    )
     return InterruptionController(context, provider, wait_seconds=wait_seconds), provider
 
 
@@ -529,6 +574,53 @@ def test_messages_needing_no_nodeclaim_are_deleted(aws: aws_env.AWSEnv) -> None:
         sample("karpenter_interruption_received_messages_total", message_type=NO_OP) == received + 3
     )
     assert sample("karpenter_interruption_deleted_messages_total") == deleted + 5
+
+
+def test_a_rebalance_recommendation_hands_its_events_to_the_recorder(
+    aws: aws_env.AWSEnv,
+) -> None:
+    """Events about the NodeClaim and its Node (with the Node's uid), nothing else; the same
+    message again within the recorder's window publishes nothing new."""
+    kube = RecordingKube()
+    events = EventRecorder(kube)  # type: ignore[arg-type]
+    ctl, provider = controller(aws, aws.queue_name, events=events)
+    cluster = FakeCluster([nodeclaim("a", INSTANCE, node="ip-10-0-1-1")], {"ip-10-0-1-1": "n-1"})
+    ctl._cluster = cluster  # type: ignore[assignment]
+    published = sample("karpenter_interruption_actions_performed_total", action_type="PublishEvent")
+    sqs = aws.client("sqs")
+    thread, stop = running(ctl)
+    try:
+        for _ in range(2):
+            sqs.send_message(QueueUrl=aws.queue_url, MessageBody=rebalance())
+            wait_for(lambda: queue_depth(aws) == (0, 0))
+    finally:
+        stopped(thread, stop)
+        events.close()
+    text = "Spot rebalance recommendation was triggered"
+    assert kube.events == [
+        (
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodeClaim",
+                "metadata": {"name": "a", "uid": "uid-a"},
+            },
+            "Normal",
+            "SpotRebalanceRecommendation",
+            text,
+        ),
+        (
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "ip-10-0-1-1", "uid": "n-1"}},
+            "Normal",
+            "SpotRebalanceRecommendation",
+            text,
+        ),
+    ]
+    assert (
+        sample("karpenter_interruption_actions_performed_total", action_type="PublishEvent")
+        == published + 2
+    )
+    assert cluster.deleted == []
+    assert provider.unavailable.seq == 0
 
 
 def test_a_queue_url_is_used_as_given(aws: aws_env.AWSEnv) -> None:
@@ -603,11 +695,13 @@ def test_without_a_queue_run_returns_at_once(aws: aws_env.AWSEnv) -> None:
     assert not stop.is_set()
 
 
-def test_the_controller_needs_a_cluster(aws: aws_env.AWSEnv) -> None:
+def test_the_controller_needs_a_cluster_and_an_event_recorder(aws: aws_env.AWSEnv) -> None:
     settings = AWSSettings(region=aws.region, interruption_queue=aws.queue_name)
     provider = Provider(settings, AWSClients(settings, {}), UnavailableOfferings())
     with pytest.raises(CloudProviderError, match="Kubernetes cluster"):
         InterruptionController(ProviderContext(), provider)
+    with pytest.raises(CloudProviderError, match="event recorder"):
+        InterruptionController(ProviderContext(kube_client=refusing_apiserver()), provider)
 
 
 def test_metric_names_match_upstream() -> None:

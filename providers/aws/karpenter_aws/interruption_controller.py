@@ -7,7 +7,8 @@ terminating, or a capacity reservation reclaim deletes the NodeClaim (the core's
 controller cordons, drains and replaces it); a rebalance recommendation only publishes an Event.
 A spot interruption also marks that spot offering unavailable. Handled and unparseable
 messages are deleted; a message whose handling failed stays in the queue and comes back after
-the visibility timeout.
+the visibility timeout. Events go through the core's event recorder (``ProviderContext.events``),
+which de-duplicates them and sends them off the caller's thread.
 
 ``decide`` is the pure part: message and NodeClaims in, actions out.
 """
@@ -20,7 +21,6 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import Counter, Histogram
@@ -41,7 +41,6 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import CloudProviderError
 from karpenter_core.operator import logs, metrics
-from karpenter_core.operator.events import Deduper
 
 __all__ = [
     "Action",
@@ -62,8 +61,6 @@ WORKERS = 10
 
 NODECLAIM_VERSION = "v1"
 NODECLAIM_PLURAL = "nodeclaims"
-EVENT_NAMESPACE = "default"
-"""Events about cluster-scoped objects (NodeClaims, Nodes) go to this namespace."""
 
 RECEIVED_MESSAGES = Counter(
     "karpenter_interruption_received_messages_total",
@@ -233,38 +230,13 @@ class _Cluster:
             raise
         return json.loads(response.data)["metadata"].get("uid", "")
 
-    def publish(self, event: PublishEvent, uid: str, now: datetime) -> None:
-        api_version = "v1" if event.kind == "Node" else f"{wk.GROUP}/{NODECLAIM_VERSION}"
-        timestamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{event.name}.", "namespace": EVENT_NAMESPACE},
-            "involvedObject": {
-                "apiVersion": api_version,
-                "kind": event.kind,
-                "name": event.name,
-                "uid": uid,
-            },
-            "type": event.event_type,
-            "reason": event.reason,
-            "message": event.message,
-            "source": {"component": "karpenter"},
-            "reportingComponent": "karpenter",
-            "reportingInstance": "karpenter",
-            "firstTimestamp": timestamp,
-            "lastTimestamp": timestamp,
-            "count": 1,
-        }
-        self._core.create_namespaced_event(EVENT_NAMESPACE, body, _preload_content=False)
-
 
 class InterruptionController:
     """Polls the interruption queue and acts on the NodeClaims of interrupted instances.
 
     ``wait_seconds`` is the long-poll wait (20, the SQS maximum, in production); a poll in
-    flight does not delay shutdown. ``provider`` needs ``settings``, ``clients`` (``sqs``) and
-    ``unavailable``.
+    flight does not delay shutdown. ``context`` needs ``kube_client`` and ``events``;
+    ``provider`` needs ``settings``, ``clients`` (``sqs``) and ``unavailable``.
     """
 
     name = "interruption"
@@ -282,8 +254,10 @@ class InterruptionController:
             raise CloudProviderError(
                 "the interruption controller needs a Kubernetes cluster to act on NodeClaims"
             )
+        if context.events is None:
+            raise CloudProviderError("the interruption controller needs an event recorder")
         self._cluster = _Cluster(context.kube_client)
-        self._deduper = Deduper()
+        self._events = context.events
 
     def run(self, stop: threading.Event) -> None:
         """Poll until ``stop`` is set; errors are logged and retried with backoff.
@@ -436,11 +410,9 @@ class InterruptionController:
             self._publish(action, node_uids)
 
     def _publish(self, event: PublishEvent, node_uids: dict[str, str | None]) -> None:
-        """Publish unless recently published; a failure is logged, never retried. Events about
-        a Node carry its uid (looked up once per message); none when the Node is gone."""
-        key = (event.kind, event.name, event.reason, event.message)
-        if not self._deduper.admit(key):
-            return
+        """Hand the event to the core's recorder (which drops recent duplicates); a failure is
+        logged, never retried. Events about a Node carry its uid (looked up once per message);
+        none is published when the Node is gone."""
         try:
             uid = event.uid
             if event.kind == "Node":
@@ -450,8 +422,14 @@ class InterruptionController:
                 if found is None:
                     return
                 uid = found
-            self._cluster.publish(event, uid, self._context.clock())
-            ACTIONS_PERFORMED.labels("PublishEvent").inc()
+            api_version = "v1" if event.kind == "Node" else f"{wk.GROUP}/{NODECLAIM_VERSION}"
+            involved = {
+                "apiVersion": api_version,
+                "kind": event.kind,
+                "metadata": {"name": event.name, "uid": uid},
+            }
+            if self._events.publish(involved, event.event_type, event.reason, event.message):
+                ACTIONS_PERFORMED.labels("PublishEvent").inc()
         except Exception as error:
             self._log.warning(
                 "interruption: cannot publish event %s about %s %s: %s",
