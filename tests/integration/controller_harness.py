@@ -14,10 +14,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -301,6 +302,22 @@ def deployment(
     }
 
 
+def spread_deployment(name: str, pool: str, replicas: int) -> dict[str, Any]:
+    """A Deployment with one pod per node (required pod anti-affinity on the hostname)."""
+    body = deployment(name, pool, replicas, cpu="1")
+    body["spec"]["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": name}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    return body
+
+
 def nodeclaims(api: client.ApiClient, pool: str) -> list[dict[str, Any]]:
     """The NodePool's NodeClaims."""
     result = client.CustomObjectsApi(api).list_cluster_custom_object(
@@ -314,15 +331,18 @@ def pods(api: client.ApiClient, namespace: str, selector: str = "") -> list[clie
     return list(client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items)
 
 
+def pool_nodes(api: client.ApiClient, pool: str) -> list[client.V1Node]:
+    """The NodePool's Nodes."""
+    return list(
+        client.CoreV1Api(api).list_node(label_selector=f"karpenter.sh/nodepool={pool}").items
+    )
+
+
 def running_on_pool(
     api: client.ApiClient, namespace: str, pool: str, selector: str = ""
 ) -> list[client.V1Pod]:
     """Running pods bound to nodes of the NodePool."""
-    core = client.CoreV1Api(api)
-    nodes = {
-        n.metadata.name
-        for n in core.list_node(label_selector=f"karpenter.sh/nodepool={pool}").items
-    }
+    nodes = {n.metadata.name for n in pool_nodes(api, pool)}
     return [
         p
         for p in pods(api, namespace, selector)
@@ -342,12 +362,8 @@ def cleanup_pool(api: client.ApiClient, pool: str, timeout: float = 60.0) -> Non
         except client.ApiException as error:
             if error.status != 404:
                 raise
-    core = client.CoreV1Api(api)
     wait_until(
-        lambda: (
-            not nodeclaims(api, pool)
-            and not core.list_node(label_selector=f"karpenter.sh/nodepool={pool}").items
-        ),
+        lambda: not nodeclaims(api, pool) and not pool_nodes(api, pool),
         f"NodePool {pool}'s NodeClaims and Nodes gone",
         timeout=timeout,
     )
@@ -383,3 +399,30 @@ def poll(seconds: float) -> Iterator[None]:
     while time.monotonic() < deadline:
         yield
         time.sleep(0.2)
+
+
+class Watch(threading.Thread):
+    """Samples the cluster every 0.1 s until stopped; ``check`` returns an error or None."""
+
+    def __init__(self, check: Callable[[], str | None]) -> None:
+        super().__init__(daemon=True)
+        self.check = check
+        self.errors: list[str] = []
+        self.samples = 0
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            try:
+                error = self.check()
+            except client.ApiException:
+                error = None
+            if error:
+                self.errors.append(error)
+            self.samples += 1
+            self.halt.wait(0.1)
+
+    def stop(self) -> None:
+        self.halt.set()
+        if self.is_alive():
+            self.join(10)

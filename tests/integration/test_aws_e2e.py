@@ -8,7 +8,6 @@ thread with its own ``AWSCloudProvider``, whose ``list()`` is all it uses.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from importlib import resources
 from pathlib import Path
@@ -180,22 +179,6 @@ def nodepool(
     }
 
 
-def spread(name: str, pool: str, replicas: int) -> dict[str, Any]:
-    """A Deployment with one pod per node (required anti-affinity on the hostname)."""
-    body = harness.deployment(name, pool, replicas, cpu="1")
-    body["spec"]["template"]["spec"]["affinity"] = {
-        "podAntiAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "labelSelector": {"matchLabels": {"app": name}},
-                    "topologyKey": "kubernetes.io/hostname",
-                }
-            ]
-        }
-    }
-    return body
-
-
 def create(api: client.ApiClient, nodeclass_body: dict, nodepool_body: dict) -> None:
     custom = client.CustomObjectsApi(api)
     custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, nodeclass_body)
@@ -269,40 +252,6 @@ def drift_decisions(controller: harness.Controller) -> float:
     return harness.metric_value(
         controller.metrics(), "karpenter_voluntary_disruption_decisions_total", reason="drifted"
     )
-
-
-def pools_pods_running(api: client.ApiClient, namespace: str, pool: str, count: int) -> bool:
-    return len(harness.running_on_pool(api, namespace, pool)) == count
-
-
-class Watch(threading.Thread):
-    """Samples the cluster every 0.1 s until stopped; ``check`` returns an error or None."""
-
-    def __init__(self, check: Callable[[], str | None]) -> None:
-        super().__init__(daemon=True)
-        self.check = check
-        self.errors: list[str] = []
-        self.samples = 0
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            try:
-                error = self.check()
-            except client.ApiException:
-                error = None
-            if error:
-                self.errors.append(error)
-            self.samples += 1
-            self.halt.wait(0.1)
-
-    def stop(self) -> None:
-        self.halt.set()
-        if self.is_alive():
-            self.join(10)
-
-
-# -- scenarios ---------------------------------------------------------------------------
 
 
 def test_pending_pods_run_on_launched_instances_that_are_terminated_after(
@@ -404,7 +353,7 @@ def test_spot_interruption_replaces_the_node_away_from_the_interrupted_offering(
             claims = all_ready(kube_client, pool, 1)
             if not claims or claims[0]["metadata"]["name"] == old["metadata"]["name"]:
                 return None
-            if not pools_pods_running(kube_client, namespace, pool, 1):
+            if len(harness.running_on_pool(kube_client, namespace, pool)) != 1:
                 return None
             return claims[0]
 
@@ -479,10 +428,12 @@ def test_ami_selection_change_drifts_nodes_replaced_one_at_a_time(
             return f"{len(disrupted)} nodes disrupted at once: {disrupted}"
         return None
 
-    watch = Watch(one_at_a_time)
+    watch = harness.Watch(one_at_a_time)
     try:
         wait_until(lambda: nodeclass_ready(kube_client, pool), f"EC2NodeClass {pool} Ready")
-        harness.apply_deployment(kube_client, namespace, spread("spread", pool, 3))
+        harness.apply_deployment(
+            kube_client, namespace, harness.spread_deployment("spread", pool, 3)
+        )
         harness.wait_running(
             aws_controller, kube_client, namespace, pool, 3, "3 pods on 3 nodes", timeout=90
         )
@@ -499,7 +450,7 @@ def test_ami_selection_change_drifts_nodes_replaced_one_at_a_time(
             found = all_ready(kube_client, pool, 3)
             if not found or {c["metadata"]["name"] for c in found} & old:
                 return None
-            if not pools_pods_running(kube_client, namespace, pool, 3):
+            if len(harness.running_on_pool(kube_client, namespace, pool)) != 3:
                 return None
             return found
 

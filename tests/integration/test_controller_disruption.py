@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from kubernetes import client
@@ -18,12 +16,6 @@ pytestmark = pytest.mark.integration
 FAST_DISRUPTION = {"DISRUPTION_POLL_PERIOD": "1s", "DISRUPTION_VALIDATION_DELAY": "1s"}
 
 
-def _pool_nodes(api: client.ApiClient, pool: str) -> list[client.V1Node]:
-    return list(
-        client.CoreV1Api(api).list_node(label_selector=f"karpenter.sh/nodepool={pool}").items
-    )
-
-
 def _disrupted(node: client.V1Node) -> bool:
     return any(t.key == "karpenter.sh/disrupted" for t in node.spec.taints or ())
 
@@ -32,34 +24,8 @@ def _settled(api: client.ApiClient, pool: str) -> bool:
     """No NodeClaim being deleted and no Node tainted for disruption."""
     claims = harness.nodeclaims(api, pool)
     return not any(c["metadata"].get("deletionTimestamp") for c in claims) and not any(
-        _disrupted(n) for n in _pool_nodes(api, pool)
+        _disrupted(n) for n in harness.pool_nodes(api, pool)
     )
-
-
-class _Watch(threading.Thread):
-    """Samples the cluster every 0.1 s until stopped; ``check`` returns an error or None."""
-
-    def __init__(self, check: Callable[[], str | None]) -> None:
-        super().__init__(daemon=True)
-        self.check = check
-        self.errors: list[str] = []
-        self.samples = 0
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            try:
-                error = self.check()
-            except client.ApiException:
-                error = None
-            if error:
-                self.errors.append(error)
-            self.samples += 1
-            self.halt.wait(0.1)
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.join(10)
 
 
 def test_scale_down_consolidates_to_fewer_nodes_within_the_pdb(
@@ -100,13 +66,13 @@ def test_scale_down_consolidates_to_fewer_nodes_within_the_pdb(
             return f"{len(available)} available < {minimum} (desired {wanted})"
         return None
 
-    watch = _Watch(pdb_holds)
+    watch = harness.Watch(pdb_holds)
     try:
         harness.wait_running(
             controller, kube_client, namespace, pool, 50, "50 pods Running", timeout=60
         )
         wait_until(lambda: _settled(kube_client, pool), "no disruption in flight", timeout=30)
-        before = len(_pool_nodes(kube_client, pool))
+        before = len(harness.pool_nodes(kube_client, pool))
         watch.start()
         apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 10}})
         desired[0] = 10
@@ -114,7 +80,7 @@ def test_scale_down_consolidates_to_fewer_nodes_within_the_pdb(
         def consolidated() -> bool:
             controller.alive()
             return (
-                len(_pool_nodes(kube_client, pool)) < before
+                len(harness.pool_nodes(kube_client, pool)) < before
                 and len(harness.running_on_pool(kube_client, namespace, pool)) == 10
                 and len(harness.pods(kube_client, namespace, "app=web")) == 10
                 and _settled(kube_client, pool)
@@ -146,22 +112,6 @@ def test_scale_down_consolidates_to_fewer_nodes_within_the_pdb(
         harness.cleanup_pool(kube_client, pool)
 
 
-def _spread(name: str, pool: str, replicas: int) -> dict[str, Any]:
-    """A Deployment with one pod per node (required pod anti-affinity on the hostname)."""
-    body = harness.deployment(name, pool, replicas, cpu="1")
-    body["spec"]["template"]["spec"]["affinity"] = {
-        "podAntiAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "labelSelector": {"matchLabels": {"app": name}},
-                    "topologyKey": "kubernetes.io/hostname",
-                }
-            ]
-        }
-    }
-    return body
-
-
 def test_template_change_replaces_drifted_nodes_one_by_one(
     kube_client: client.ApiClient,
     namespace: str,
@@ -174,20 +124,22 @@ def test_template_change_replaces_drifted_nodes_one_by_one(
     controller = start_controller(env=FAST_DISRUPTION)
     controller.wait_ready()
     apps = client.AppsV1Api(kube_client)
-    harness.apply_deployment(kube_client, namespace, _spread("spread", pool, 3))
+    harness.apply_deployment(kube_client, namespace, harness.spread_deployment("spread", pool, 3))
 
     def one_at_a_time() -> str | None:
-        disrupted = [n.metadata.name for n in _pool_nodes(kube_client, pool) if _disrupted(n)]
+        disrupted = [
+            n.metadata.name for n in harness.pool_nodes(kube_client, pool) if _disrupted(n)
+        ]
         if len(disrupted) > 1:
             return f"{len(disrupted)} nodes disrupted at once: {disrupted}"
         return None
 
-    watch = _Watch(one_at_a_time)
+    watch = harness.Watch(one_at_a_time)
     try:
         harness.wait_running(
             controller, kube_client, namespace, pool, 3, "3 pods Running on 3 nodes", timeout=60
         )
-        old = {n.metadata.name for n in _pool_nodes(kube_client, pool)}
+        old = {n.metadata.name for n in harness.pool_nodes(kube_client, pool)}
         assert len(old) == 3
         watch.start()
         client.CustomObjectsApi(kube_client).patch_cluster_custom_object(
@@ -199,7 +151,7 @@ def test_template_change_replaces_drifted_nodes_one_by_one(
 
         def replaced() -> bool:
             controller.alive()
-            nodes = _pool_nodes(kube_client, pool)
+            nodes = harness.pool_nodes(kube_client, pool)
             return (
                 len(nodes) == 3
                 and all(n.metadata.labels.get("rev") == "2" for n in nodes)

@@ -43,12 +43,6 @@ def crash_provider(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
-def _pool_nodes(api: client.ApiClient, pool: str) -> list[client.V1Node]:
-    return list(
-        client.CoreV1Api(api).list_node(label_selector=f"karpenter.sh/nodepool={pool}").items
-    )
-
-
 def test_crash_between_launch_and_status_launches_nothing_twice(
     kube_client: client.ApiClient,
     namespace: str,
@@ -77,7 +71,7 @@ def test_crash_between_launch_and_status_launches_nothing_twice(
         assert not claim.get("status", {}).get("providerID"), (
             "status was not written before the kill"
         )
-        [node] = _pool_nodes(kube_client, pool)
+        [node] = harness.pool_nodes(kube_client, pool)
         assert node.spec.provider_id == provider_id, "the instance exists"
 
         restarted = start_controller()
@@ -90,14 +84,14 @@ def test_crash_between_launch_and_status_launches_nothing_twice(
             timeout=60,
         )
         claims = harness.nodeclaims(kube_client, pool)
-        nodes = _pool_nodes(kube_client, pool)
+        nodes = harness.pool_nodes(kube_client, pool)
         assert [c["metadata"]["name"] for c in claims] == [claim["metadata"]["name"]]
         assert claims[0]["status"]["providerID"] == provider_id, "the first instance was adopted"
         assert [n.spec.provider_id for n in nodes] == [provider_id], "nothing launched twice"
     finally:
         client.AppsV1Api(kube_client).delete_namespaced_deployment("crash", namespace)
         harness.cleanup_pool(kube_client, pool)
-    assert not _pool_nodes(kube_client, pool), "nothing leaked"
+    assert not harness.pool_nodes(kube_client, pool), "nothing leaked"
 
 
 def _lease_holder(api: client.ApiClient) -> str | None:

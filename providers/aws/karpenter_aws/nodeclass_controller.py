@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -66,6 +66,7 @@ DEPENDENCIES = (
     CONDITION_INSTANCE_PROFILE_READY,
 )
 _MERGE_PATCH = "application/merge-patch+json"
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -80,6 +81,33 @@ class _Outcome:
 
 def _true(condition: str) -> _Outcome:
     return _Outcome("True", condition)
+
+
+def _resolve_part(
+    condition: str,
+    resolve: Callable[[], _T],
+    previous: _T,
+    *,
+    missing: tuple[str, str],
+    failed: tuple[str, str],
+    refused: _T | None = None,
+) -> tuple[_T, _Outcome]:
+    """Resolve one part of the status and judge its condition.
+
+    An empty answer is ``missing`` (reason, message); a ``CloudProviderError`` (the selection
+    cannot be resolved) is ``missing`` with its message and leaves ``refused``; an AWS error is
+    ``failed`` (reason, action) and keeps the ``previous`` value.
+    """
+    try:
+        value = resolve()
+    except CloudProviderError as error:
+        return refused, _Outcome("False", missing[0], str(error))  # type: ignore[return-value]
+    except AWS_ERRORS as error:
+        reason, action = failed
+        return previous, _Outcome("False", reason, describe_error(f"{action} failed", error), True)
+    if not value:
+        return value, _Outcome("False", *missing)
+    return value, _true(condition)
 
 
 def resolve_status(
@@ -101,74 +129,39 @@ def resolve_status(
     spec = node_class.spec
     outcomes: dict[str, _Outcome] = {}
 
-    subnets = previous.subnets
-    try:
-        subnets = resolve_subnets(ec2, spec.subnet_selector_terms)
-        outcomes[CONDITION_SUBNETS_READY] = (
-            _true(CONDITION_SUBNETS_READY)
-            if subnets
-            else _Outcome("False", "SubnetsNotFound", "no subnet matches subnetSelectorTerms")
-        )
-    except AWS_ERRORS as error:
-        outcomes[CONDITION_SUBNETS_READY] = _Outcome(
-            "False",
-            "SubnetsResolutionFailed",
-            describe_error("describing subnets failed", error),
-            True,
-        )
-
-    groups = previous.security_groups
-    try:
-        groups = resolve_security_groups(ec2, spec.security_group_selector_terms)
-        outcomes[CONDITION_SECURITY_GROUPS_READY] = (
-            _true(CONDITION_SECURITY_GROUPS_READY)
-            if groups
-            else _Outcome(
-                "False",
-                "SecurityGroupsNotFound",
-                "no security group matches securityGroupSelectorTerms",
-            )
-        )
-    except AWS_ERRORS as error:
-        outcomes[CONDITION_SECURITY_GROUPS_READY] = _Outcome(
-            "False",
-            "SecurityGroupsResolutionFailed",
-            describe_error("describing security groups failed", error),
-            True,
-        )
-
-    images = previous.amis
-    try:
-        images = amis.resolve(node_class, kubernetes_version)
-        outcomes[CONDITION_AMIS_READY] = (
-            _true(CONDITION_AMIS_READY)
-            if images
-            else _Outcome("False", "AMINotFound", "no AMI matches amiSelectorTerms")
-        )
-    except CloudProviderError as error:
-        images = []
-        outcomes[CONDITION_AMIS_READY] = _Outcome("False", "AMINotFound", str(error))
-    except AWS_ERRORS as error:
-        outcomes[CONDITION_AMIS_READY] = _Outcome(
-            "False", "AMIsResolutionFailed", describe_error("resolving AMIs failed", error), True
-        )
-
-    profile = previous.instance_profile
-    try:
-        profile = profiles.ensure(node_class)
-        outcomes[CONDITION_INSTANCE_PROFILE_READY] = _true(CONDITION_INSTANCE_PROFILE_READY)
-    except CloudProviderError as error:
-        profile = None
-        outcomes[CONDITION_INSTANCE_PROFILE_READY] = _Outcome(
-            "False", "InstanceProfileNotFound", str(error)
-        )
-    except AWS_ERRORS as error:
-        outcomes[CONDITION_INSTANCE_PROFILE_READY] = _Outcome(
-            "False",
-            "InstanceProfileResolutionFailed",
-            describe_error("ensuring the instance profile failed", error),
-            True,
-        )
+    subnets, outcomes[CONDITION_SUBNETS_READY] = _resolve_part(
+        CONDITION_SUBNETS_READY,
+        lambda: resolve_subnets(ec2, spec.subnet_selector_terms),
+        previous.subnets,
+        missing=("SubnetsNotFound", "no subnet matches subnetSelectorTerms"),
+        failed=("SubnetsResolutionFailed", "describing subnets"),
+    )
+    groups, outcomes[CONDITION_SECURITY_GROUPS_READY] = _resolve_part(
+        CONDITION_SECURITY_GROUPS_READY,
+        lambda: resolve_security_groups(ec2, spec.security_group_selector_terms),
+        previous.security_groups,
+        missing=(
+            "SecurityGroupsNotFound",
+            "no security group matches securityGroupSelectorTerms",
+        ),
+        failed=("SecurityGroupsResolutionFailed", "describing security groups"),
+    )
+    images, outcomes[CONDITION_AMIS_READY] = _resolve_part(
+        CONDITION_AMIS_READY,
+        lambda: amis.resolve(node_class, kubernetes_version),
+        previous.amis,
+        missing=("AMINotFound", "no AMI matches amiSelectorTerms"),
+        failed=("AMIsResolutionFailed", "resolving AMIs"),
+        refused=[],
+    )
+    profile, outcomes[CONDITION_INSTANCE_PROFILE_READY] = _resolve_part(
+        CONDITION_INSTANCE_PROFILE_READY,
+        lambda: profiles.ensure(node_class),
+        previous.instance_profile,
+        missing=("InstanceProfileNotFound", "no instance profile"),
+        failed=("InstanceProfileResolutionFailed", "ensuring the instance profile"),
+        refused=None,
+    )
 
     waiting = [name for name in DEPENDENCIES if outcomes[name].status != "True"]
     outcomes[CONDITION_VALIDATION_SUCCEEDED] = (
