@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from karpenter_core.apis import labels
+from karpenter_core.apis.quantity import to_milli
 from karpenter_core.scheduling.requirements import Requirements
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ __all__ = [
     "Overhead",
     "RepairPolicy",
     "Resources",
+    "launch_request",
 ]
 
 Resources = dict[str, int]
@@ -118,8 +120,32 @@ class InstanceType:
                 best = offering
         return best
 
+    def offering_for(
+        self, requirements: Requirements, requests: Mapping[str, int]
+    ) -> Offering | None:
+        """The cheapest available offering for a NodeClaim with these requirements and requests
+        (thousandths), or None when the type's labels do not meet the requirements or its
+        allocatable does not cover the requests."""
+        if self.requirements.intersects(requirements) is not None:
+            return None
+        if any(self.allocatable.get(k, 0) < v for k, v in requests.items()):
+            return None
+        return self.cheapest_offering(requirements)
+
     def __repr__(self) -> str:
         return f"InstanceType({self.name})"
+
+
+def launch_request(nodeclaim: NodeClaim) -> tuple[Requirements, Resources]:
+    """What a NodeClaim asks a provider for: its requirements, and its resource requests in
+    thousandths."""
+    requirements = Requirements.from_node_selector(
+        r.model_dump(by_alias=True, exclude_none=True) for r in nodeclaim.spec.requirements
+    )
+    requests = {
+        name: to_milli(amount) for name, amount in nodeclaim.spec.resources.requests.items()
+    }
+    return requirements, requests
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,7 +75,6 @@ from karpenter_aws.subnets import ZonalSubnets
 from karpenter_aws.unavailable import UnavailableOfferings
 from karpenter_aws.userdata import BootstrapOptions, UserDataError, build_user_data
 from karpenter_core.apis import labels as wk
-from karpenter_core.apis.quantity import to_milli
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import (
@@ -87,6 +86,7 @@ from karpenter_core.cloudprovider.types import (
     NodeClassNotReady,
     NodeClassReadiness,
     RepairPolicy,
+    launch_request,
 )
 from karpenter_core.scheduling.requirements import Requirements
 
@@ -244,12 +244,6 @@ def node_labels(labels: Mapping[str, str], capacity_type: str) -> dict[str, str]
     return out
 
 
-def _requirements(nodeclaim: NodeClaim) -> Requirements:
-    return Requirements.from_node_selector(
-        r.model_dump(by_alias=True, exclude_none=True) for r in nodeclaim.spec.requirements
-    )
-
-
 class AWSCloudProvider:
     """Launches, lists, drifts and terminates EC2 instances for Karpenter."""
 
@@ -368,8 +362,7 @@ class AWSCloudProvider:
                 extra={"nodeclaim": name, "instance_id": existing.id},
             )
             return self._created(nodeclaim, node_class, existing)
-        requirements = _requirements(nodeclaim)
-        requests = {k: to_milli(v) for k, v in nodeclaim.spec.resources.requests.items()}
+        requirements, requests = launch_request(nodeclaim)
         instance_types = compatible_instance_types(
             self.catalog.instance_types(node_class), requirements, requests
         )
@@ -386,7 +379,14 @@ class AWSCloudProvider:
         if TAG_NAME not in node_class.spec.tags:
             own_tags[TAG_NAME] = name
         outcome = self._launch(
-            launcher, nodeclaim, node_class, instance_types, capacity_type, tags, own_tags
+            launcher,
+            nodeclaim,
+            node_class,
+            instance_types,
+            requirements,
+            capacity_type,
+            tags,
+            own_tags,
         )
         for error in outcome.errors:
             if error.insufficient_capacity and error.instance_type and error.zone:
@@ -476,6 +476,7 @@ class AWSCloudProvider:
         nodeclaim: NodeClaim,
         node_class: EC2NodeClass,
         instance_types: Sequence[InstanceType],
+        requirements: Requirements,
         capacity_type: str,
         tags: Mapping[str, str],
         own_tags: Mapping[str, str],
@@ -483,7 +484,7 @@ class AWSCloudProvider:
         name = nodeclaim.metadata.name or ""
         for attempt in range(2):
             templates = self._templates(
-                launcher, nodeclaim, node_class, instance_types, capacity_type, tags
+                launcher, nodeclaim, node_class, instance_types, requirements, capacity_type, tags
             )
             subnets = self._subnets(launcher, node_class)
             configs = [
@@ -531,6 +532,7 @@ class AWSCloudProvider:
         nodeclaim: NodeClaim,
         node_class: EC2NodeClass,
         instance_types: Sequence[InstanceType],
+        requirements: Requirements,
         capacity_type: str,
         tags: Mapping[str, str],
     ) -> list[TemplateOverrides]:
@@ -552,7 +554,6 @@ class AWSCloudProvider:
                 groups.setdefault((ami_id, pods), []).append(instance_type)
         cluster = self._cluster()
         self._check_cluster(cluster, node_class)
-        requirements = _requirements(nodeclaim)
         labels = node_labels(nodeclaim.metadata.labels, capacity_type)
         taints = [*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints]
         rank = {t.name: i for i, t in enumerate(instance_types)}

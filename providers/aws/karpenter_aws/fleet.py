@@ -98,11 +98,7 @@ def compatible_instance_types(
     (by their cheapest such offering, ties by name)."""
     ranked: list[tuple[float, str, InstanceType]] = []
     for instance_type in instance_types:
-        if instance_type.requirements.intersects(requirements) is not None:
-            continue
-        if any(instance_type.allocatable.get(k, 0) < v for k, v in requests.items()):
-            continue
-        offering = instance_type.cheapest_offering(requirements)
+        offering = instance_type.offering_for(requirements, requests)
         if offering is not None:
             ranked.append((offering.price, instance_type.name, instance_type))
     ranked.sort(key=lambda item: item[:2])

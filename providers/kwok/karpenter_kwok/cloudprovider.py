@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client as k8s
 
 from karpenter_core.apis import labels as wk
-from karpenter_core.apis.quantity import format_quantity, parse_quantity, to_milli
+from karpenter_core.apis.quantity import format_quantity, parse_quantity
 from karpenter_core.apis.v1.common import NodeClassReference
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.plugin import ProviderContext
@@ -34,8 +34,8 @@ from karpenter_core.cloudprovider.types import (
     NodeClassReadiness,
     Offering,
     RepairPolicy,
+    launch_request,
 )
-from karpenter_core.scheduling.requirements import Requirements
 from karpenter_kwok.catalog import (
     CATALOG_ENV,
     CATALOG_OPTION,
@@ -103,19 +103,10 @@ def choose(
     An instance type qualifies when its labels meet the NodeClaim's requirements and its
     allocatable resources cover the NodeClaim's requests.
     """
-    requirements = Requirements.from_node_selector(
-        r.model_dump(by_alias=True, exclude_none=True) for r in nodeclaim.spec.requirements
-    )
-    requests = {
-        name: to_milli(amount) for name, amount in nodeclaim.spec.resources.requests.items()
-    }
+    requirements, requests = launch_request(nodeclaim)
     best: tuple[float, str, str, InstanceType, Offering] | None = None
     for instance_type in instance_types:
-        if instance_type.requirements.intersects(requirements) is not None:
-            continue
-        if any(instance_type.allocatable.get(k, 0) < v for k, v in requests.items()):
-            continue
-        offering = instance_type.cheapest_offering(requirements)
+        offering = instance_type.offering_for(requirements, requests)
         if offering is None:
             continue
         key = (offering.price, offering.zone, instance_type.name)
