@@ -51,6 +51,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import common
+
 ROOT = Path(__file__).resolve().parent.parent
 REGION = "us-east-1"
 CPU_CHOICES = ("250m", "500m", "1", "2", "4", "8")
@@ -361,20 +363,7 @@ def _node_class(env: Any) -> Any:
 
 
 def _nodepool() -> Any:
-    from karpenter_core.apis.v1.nodepool import NodePool
-
-    return NodePool.from_manifest(
-        {
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodePool",
-            "metadata": {"name": "default"},
-            "spec": {
-                "template": {
-                    "spec": {"nodeClassRef": NODE_CLASS_REF, "requirements": NODEPOOL_REQUIREMENTS}
-                }
-            },
-        }
-    )
+    return common.nodepool(NODEPOOL_REQUIREMENTS, NODE_CLASS_REF)
 
 
 def _nodeclaim(name: str) -> Any:

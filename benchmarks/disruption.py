@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import common
+
 NODES = 1_000
 PODS = 10_000
 SIZES = (2, 4, 8, 16)
@@ -47,49 +49,23 @@ MEMORY_PER_CPU = {"c": 2.0, "m": 8.0}
 
 
 def nodepool() -> Any:
-    from karpenter_core.apis.v1.nodepool import NodePool
-
-    return NodePool.from_manifest(
-        {
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodePool",
-            "metadata": {"name": "default"},
-            "spec": {
-                "template": {
-                    "spec": {
-                        "nodeClassRef": {
-                            "group": "karpenter.kwok.sh",
-                            "kind": "KWOKNodeClass",
-                            "name": "default",
-                        },
-                        "requirements": [
-                            {
-                                "key": "karpenter.sh/capacity-type",
-                                "operator": "In",
-                                "values": ["on-demand"],
-                            },
-                            {
-                                "key": "karpenter.kwok.sh/instance-family",
-                                "operator": "In",
-                                "values": ["c", "m"],
-                            },
-                            {
-                                "key": "karpenter.kwok.sh/instance-cpu",
-                                "operator": "In",
-                                "values": [str(s) for s in SIZES],
-                            },
-                            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-                            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
-                        ],
-                    }
-                },
-                "disruption": {
-                    "consolidationPolicy": "WhenEmptyOrUnderutilized",
-                    "consolidateAfter": "0s",
-                    "budgets": [{"nodes": "100%"}],
-                },
+    return common.nodepool(
+        [
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+            {"key": "karpenter.kwok.sh/instance-family", "operator": "In", "values": ["c", "m"]},
+            {
+                "key": "karpenter.kwok.sh/instance-cpu",
+                "operator": "In",
+                "values": [str(s) for s in SIZES],
             },
-        }
+            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+        ],
+        disruption={
+            "consolidationPolicy": "WhenEmptyOrUnderutilized",
+            "consolidateAfter": "0s",
+            "budgets": [{"nodes": "100%"}],
+        },
     )
 
 

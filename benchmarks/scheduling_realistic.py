@@ -24,6 +24,8 @@ import time
 from collections import Counter
 from typing import Any
 
+import common
+
 CPU_CHOICES = ("250m", "500m", "1", "2", "4")
 CPU_MILLI = {"250m": 250, "500m": 500, "1": 1000, "2": 2000, "4": 4000}
 MEMORY_FACTORS = (1, 2, 4, 8)
@@ -32,32 +34,8 @@ TARGET_SECONDS = 1.0
 
 
 def nodepool() -> Any:
-    from karpenter_core.apis.v1.nodepool import NodePool
-
-    return NodePool.from_manifest(
-        {
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodePool",
-            "metadata": {"name": "default"},
-            "spec": {
-                "template": {
-                    "spec": {
-                        "nodeClassRef": {
-                            "group": "karpenter.kwok.sh",
-                            "kind": "KWOKNodeClass",
-                            "name": "default",
-                        },
-                        "requirements": [
-                            {
-                                "key": "karpenter.sh/capacity-type",
-                                "operator": "In",
-                                "values": ["spot", "on-demand"],
-                            }
-                        ],
-                    }
-                }
-            },
-        }
+    return common.nodepool(
+        [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]
     )
 
 

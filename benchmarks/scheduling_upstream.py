@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import common
+
 COUNTS = (1, 50, 100, 500, 1000, 2000, 5000, 10000, 20000)
 CPU_CHOICES = (100, 250, 500, 1000, 1500)
 MEMORY_CHOICES = (100, 256, 512, 1024, 2048, 4096)
@@ -109,27 +111,10 @@ def catalog() -> list[Any]:
 
 
 def nodepool() -> Any:
-    from karpenter_core.apis.v1.nodepool import NodePool
-
-    return NodePool.from_manifest(
-        {
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodePool",
-            "metadata": {"name": "default"},
-            "spec": {
-                "limits": {"cpu": "10000000", "memory": "10000000Gi"},
-                "template": {
-                    "spec": {
-                        "nodeClassRef": {
-                            "group": "karpenter.test.sh",
-                            "kind": "TestNodeClass",
-                            "name": "default",
-                        },
-                        "requirements": [],
-                    }
-                },
-            },
-        }
+    return common.nodepool(
+        [],
+        {"group": "karpenter.test.sh", "kind": "TestNodeClass", "name": "default"},
+        limits={"cpu": "10000000", "memory": "10000000Gi"},
     )
 
 
