@@ -8,7 +8,7 @@ PROVIDERS := $(wildcard providers/*/pyproject.toml)
 
 $(BIN)/karpenter: pyproject.toml $(PROVIDERS) conformance/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip "setuptools>=70.1"
+	$(BIN)/pip install --quiet --upgrade pip "setuptools>=77"
 	$(BIN)/pip install --quiet -e '.[dev]' $(foreach p,$(PROVIDERS),-e $(dir $(p))) -e 'conformance[docker]'
 	touch $@
 
