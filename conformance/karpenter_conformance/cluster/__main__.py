@@ -56,19 +56,24 @@ def _env(args: argparse.Namespace) -> None:
     print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the process exit code."""
-    parser = argparse.ArgumentParser(
-        prog="python -m karpenter_conformance.cluster",
-        description="Build and run a local Kubernetes control plane with KWOK.",
-    )
+def _add_state_dir(parser: argparse.ArgumentParser, default: object) -> None:
     parser.add_argument(
         "--state-dir",
         type=Path,
+        default=default,
         help=f"runtime files (default: ${control_plane.STATE_ENV} "
         "or ~/.cache/karpenter-py/cluster/run)",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line; ``--state-dir`` goes before or after the subcommand."""
+    top = argparse.ArgumentParser(
+        prog="python -m karpenter_conformance.cluster",
+        description="Build and run a local Kubernetes control plane with KWOK.",
+    )
+    _add_state_dir(top, None)
+    commands = top.add_subparsers(dest="command", required=True)
     build_cmd = commands.add_parser("build", help="build and cache the binaries")
     build_cmd.add_argument("--force", action="store_true", help="rebuild even if cached")
     build_cmd.set_defaults(run=_build)
@@ -81,9 +86,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     up_cmd.add_argument("--no-crds", action="store_true", help="apply no CRDs")
     up_cmd.set_defaults(run=_up)
-    commands.add_parser("down", help="stop the control plane").set_defaults(run=_down)
-    commands.add_parser("env", help="print the KUBECONFIG export").set_defaults(run=_env)
-    args = parser.parse_args(argv)
+    down_cmd = commands.add_parser("down", help="stop the control plane")
+    down_cmd.set_defaults(run=_down)
+    env_cmd = commands.add_parser("env", help="print the KUBECONFIG export")
+    env_cmd.set_defaults(run=_env)
+    for command in (up_cmd, down_cmd, env_cmd):
+        # Absent after the subcommand, the option keeps what was given before it.
+        _add_state_dir(command, argparse.SUPPRESS)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    args = parser().parse_args(argv)
     try:
         args.run(args)
     except (build.BuildError, control_plane.ClusterError, crds.CrdError) as error:
