@@ -41,7 +41,9 @@ PATCH_TYPES = {
     "strategic": "application/strategic-merge-patch+json",
     "apply": "application/apply-patch+yaml",
 }
-REQUEST_TIMEOUT = (10.0, 60.0)
+RequestTimeout = float | tuple[float, float]
+"""Seconds a request may take in all, or (connect, read) seconds."""
+REQUEST_TIMEOUT: RequestTimeout = (10.0, 60.0)
 """(connect, read) seconds of an ordinary request."""
 WATCH_READ_SLACK = 30.0
 """Seconds a watch may stay silent beyond its server-side timeout before it counts as hung."""
@@ -194,7 +196,7 @@ class KubeClient:
         params: Mapping[str, Any] | None = None,
         body: Any = None,
         content_type: str = "application/json",
-        timeout: float | tuple[float, float] = REQUEST_TIMEOUT,
+        timeout: RequestTimeout = REQUEST_TIMEOUT,
         retry_throttled: bool = True,
     ) -> Any:
         """Send one request; return the urllib3 response (unread), or raise ``ApiError``.
@@ -257,9 +259,15 @@ class KubeClient:
 
     # -- verbs ----------------------------------------------------------------------------
 
-    def get(self, path: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """GET one object (or any JSON endpoint)."""
-        return self.request("GET", path, params=params)
+    def get(
+        self,
+        path: str,
+        params: Mapping[str, Any] | None = None,
+        timeout: RequestTimeout = REQUEST_TIMEOUT,
+    ) -> dict[str, Any]:
+        """GET one object (or any JSON endpoint); ``timeout`` bounds this request (seconds in
+        all, or (connect, read))."""
+        return self.request("GET", path, params=params, timeout=timeout)
 
     def list(
         self, path: str, params: Mapping[str, Any] | None = None, page_size: int = 500
@@ -320,14 +328,20 @@ class KubeClient:
                 response.close()
 
     def create(
-        self, path: str, body: Mapping[str, Any], params: Mapping[str, Any] | None = None
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        params: Mapping[str, Any] | None = None,
+        timeout: RequestTimeout = REQUEST_TIMEOUT,
     ) -> dict[str, Any]:
         """POST an object to its collection."""
-        return self.request("POST", path, params=params, body=body)
+        return self.request("POST", path, params=params, body=body, timeout=timeout)
 
-    def replace(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def replace(
+        self, path: str, body: Mapping[str, Any], timeout: RequestTimeout = REQUEST_TIMEOUT
+    ) -> dict[str, Any]:
         """PUT an object (its metadata.resourceVersion is the precondition)."""
-        return self.request("PUT", path, body=body)
+        return self.request("PUT", path, body=body, timeout=timeout)
 
     def patch(
         self,

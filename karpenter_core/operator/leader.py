@@ -5,11 +5,20 @@ A candidate takes the Lease when it is free, released, or its holder has not ren
 change, so clocks need not agree). The leader renews every ``retry_period`` and steps down when
 it could not renew for ``renew_deadline``. On a clean shutdown it releases the Lease so another
 replica takes over at once.
+
+Stepping down means ending the process, as controller-runtime does: a controller thread stuck in
+a cloud call cannot be stopped, and it must not act once another replica may lead. Each renewal
+request is bounded by what is left of the renew deadline, and a watchdog thread ends the process
+when the deadline passes, even while a renewal is still blocked in a socket read. The deadline
+counts from the start of the last successful renewal, so the process is gone before any other
+replica can see the Lease expire (``renew_deadline < lease_duration``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -19,9 +28,27 @@ from typing import Any
 from karpenter_core.operator.kube import ApiError, KubeClient, NotFound
 from karpenter_core.operator.settings import Settings
 
-__all__ = ["LeaderElector"]
+__all__ = ["LeaderElector", "exit_process"]
 
 log = logging.getLogger("karpenter.leader")
+FLUSH_TIMEOUT = 0.5
+"""Seconds spent flushing logs before the process ends on a lost Lease."""
+
+
+def _flush_logs() -> None:
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
+def exit_process(code: int) -> None:
+    """End the process at once with ``code``, after flushing logs for at most
+    ``FLUSH_TIMEOUT`` (a handler blocked on a full pipe must not delay the exit)."""
+    flusher = threading.Thread(target=_flush_logs, name="flush logs", daemon=True)
+    flusher.start()
+    flusher.join(FLUSH_TIMEOUT)
+    os._exit(code)
 
 
 def _micro_time() -> str:
@@ -37,7 +64,9 @@ class LeaderElector:
         settings: Settings,
         identity: str,
         namespace: str | None = None,
+        terminate: Callable[[int], None] = exit_process,
     ) -> None:
+        """``terminate(1)`` is called when leadership is lost (the default ends the process)."""
         self.client = client
         self.identity = identity
         self.name = settings.leader_election_name
@@ -52,6 +81,12 @@ class LeaderElector:
         self._observed_at = 0.0
         self._lease: dict[str, Any] | None = None
         self._release_on_stop = True
+        self._terminate = terminate
+        self._renewed_at = 0.0
+        """Monotonic time the last successful acquire or renewal started."""
+        self._done = threading.Event()
+        self._lost = threading.Event()
+        self._exit_lock = threading.Lock()
 
     def is_leader(self) -> bool:
         """Whether this process holds the Lease now."""
@@ -64,36 +99,68 @@ class LeaderElector:
         self._stop.set()
 
     def run(self, on_started: Callable[[], None], on_stopped: Callable[[], None]) -> None:
-        """Block: acquire the Lease, call ``on_started`` (in a new thread), renew until the Lease
-        is lost or ``stop()`` is called, then call ``on_stopped`` and return."""
-        while not self._stop.is_set() and not self._try():
+        """Block: acquire the Lease, call ``on_started`` (in a new thread), renew until ``stop()``
+        is called, then call ``on_stopped`` and return. A renewal that does not succeed within
+        ``renew_deadline`` loses the Lease: ``terminate(1)`` is called (by a watchdog, so a blocked
+        request cannot delay it) and, if that returns, ``run`` stops as well."""
+        while not self._stop.is_set():
+            started = time.monotonic()
+            if self._try(self.renew_deadline):
+                self._renewed_at = started
+                break
             self._stop.wait(self.retry_period)
         if self._stop.is_set():
             return
         self._leader.set()
         log.info("became leader", extra={"lease": self.name, "identity": self.identity})
+        threading.Thread(target=self._watchdog, name="leader watchdog", daemon=True).start()
         threading.Thread(target=on_started, name="leader work", daemon=True).start()
-        last_renewed = time.monotonic()
         try:
-            while not self._stop.wait(self.retry_period):
-                if self._try():
-                    last_renewed = time.monotonic()
-                elif time.monotonic() - last_renewed > self.renew_deadline:
-                    log.error("leadership lost: the Lease was not renewed in time")
-                    return
+            while not self._stop.wait(self.retry_period) and not self._lost.is_set():
+                started = time.monotonic()
+                remaining = self._renewed_at + self.renew_deadline - started
+                if remaining > 0 and self._try(remaining):
+                    self._renewed_at = started
+                elif time.monotonic() >= self._renewed_at + self.renew_deadline:
+                    self._lose()
         finally:
+            self._done.set()
             self._leader.clear()
-            if self._stop.is_set() and self._release_on_stop:
+            if self._stop.is_set() and self._release_on_stop and not self._lost.is_set():
                 self._release()
             on_stopped()
 
-    def _try(self) -> bool:
-        """One attempt to acquire or renew; True if we hold the Lease afterwards."""
+    def _watchdog(self) -> None:
+        """Lose the Lease once ``renew_deadline`` passes without a successful renewal."""
+        while not self._done.is_set():
+            remaining = self._renewed_at + self.renew_deadline - time.monotonic()
+            if remaining <= 0:
+                self._lose()
+                return
+            self._done.wait(remaining)
+
+    def _lose(self) -> None:
+        """Step down: stop answering as leader and end the process (once)."""
+        with self._exit_lock:
+            if self._lost.is_set():
+                return
+            self._lost.set()
+        self._leader.clear()
+        log.error(
+            "leadership lost: the Lease was not renewed within the renew deadline, exiting",
+            extra={"lease": self.name, "renew_deadline": self.renew_deadline},
+        )
+        self._terminate(1)
+
+    def _try(self, budget: float) -> bool:
+        """One attempt to acquire or renew within ``budget`` seconds (each request gets what is
+        left of it); True if we hold the Lease afterwards."""
+        deadline = time.monotonic() + budget
         now = _micro_time()
         try:
-            lease = self.client.get(self.path)
+            lease = self.client.get(self.path, timeout=budget)
         except NotFound:
-            return self._create(now)
+            return self._create(now, deadline - time.monotonic())
         except ApiError as error:
             log.warning("cannot read the Lease", extra={"error": str(error)})
             return False
@@ -114,8 +181,11 @@ class LeaderElector:
             "renewTime": now,
             "leaseTransitions": transitions if holder == self.identity else transitions + 1,
         }
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
         try:
-            self._lease = self.client.replace(self.path, lease)
+            self._lease = self.client.replace(self.path, lease, timeout=left)
         except ApiError as error:
             log.info("cannot update the Lease", extra={"error": str(error)})
             return False
@@ -123,7 +193,7 @@ class LeaderElector:
         self._observed_at = time.monotonic()
         return True
 
-    def _create(self, now: str) -> bool:
+    def _create(self, now: str, budget: float) -> bool:
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -136,8 +206,10 @@ class LeaderElector:
                 "leaseTransitions": 0,
             },
         }
+        if budget <= 0:
+            return False
         try:
-            self._lease = self.client.create(self.path.rsplit("/", 1)[0], body)
+            self._lease = self.client.create(self.path.rsplit("/", 1)[0], body, timeout=budget)
         except ApiError as error:
             log.info("cannot create the Lease", extra={"error": str(error)})
             return False
@@ -155,7 +227,7 @@ class LeaderElector:
         spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=now, acquireTime=now)
         lease["spec"] = spec
         try:
-            self.client.replace(self.path, lease)
+            self.client.replace(self.path, lease, timeout=self.renew_deadline)
             log.info("released the Lease", extra={"lease": self.name})
         except ApiError as error:
             log.warning("cannot release the Lease", extra={"error": str(error)})

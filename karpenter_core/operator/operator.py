@@ -1,9 +1,10 @@
 """The operator: the provider, the cluster state, the controllers, leader election and probes.
 
 Informers, probes and metrics run in every replica; controllers run only in the leader (or always
-with ``DISABLE_LEADER_ELECTION``). On SIGTERM/SIGINT the controllers stop first, then the Lease is
-released so another replica takes over at once. Losing the Lease stops the controllers and makes
-``run`` return 1, so the process exits and is restarted, as upstream's controllers do.
+with ``DISABLE_LEADER_ELECTION``). On SIGTERM/SIGINT the controllers are asked to stop together and
+given one grace period in all, then the Lease is released so another replica takes over at once.
+Losing the Lease ends the process with status 1 at once (see ``leader``), so it is restarted, as
+upstream's controllers are.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = ["Controller", "Operator"]
 
 log = logging.getLogger("karpenter.operator")
 CONTROLLER_STOP_TIMEOUT = 30.0
+"""Seconds the controllers get, all together, to stop on shutdown."""
 
 
 class Controller(Protocol):
@@ -68,8 +70,10 @@ class Operator:
         identity: str | None = None,
         controllers: ControllerFactory = _default_controllers,
         watch_timeout: int = 300,
+        controller_stop_timeout: float = CONTROLLER_STOP_TIMEOUT,
     ) -> None:
         self.settings = settings
+        self.controller_stop_timeout = controller_stop_timeout
         self.record = record
         self.kube = kube
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
@@ -129,13 +133,7 @@ class Operator:
             self.settings.metrics_port, self.settings.health_probe_port, self.ready, self.healthy
         ).start()
         metrics.CLUSTER_STATE_SYNCED.set_function(lambda: float(self.state.synced()))
-        self.state.on_pod_running(
-            lambda pod: (
-                metrics.PODS_STARTUP_DURATION.observe(max(time.time() - pod.created, 0.0))
-                if pod.created
-                else None
-            )
-        )
+        self.state.on_pod_running(_record_startup)
         metrics.CLUSTER_STATE_NODE_COUNT.set_function(lambda: len(self.state.nodes_informer.cache))
         self.state.start()
         log.info(
@@ -162,7 +160,7 @@ class Operator:
         self._stop_controllers()
         if self.elector is not None and elector_thread is not None:
             self.elector.stop()
-            elector_thread.join(self.settings.retry_period + 15.0)
+            elector_thread.join(self.settings.retry_period + 2 * self.settings.renew_deadline)
         self.events.close()
         self.state.stop()
         self.probes.stop()
@@ -200,13 +198,16 @@ class Operator:
             self.shutdown()
 
     def _stop_controllers(self) -> None:
+        """Signal every controller to stop and wait ``controller_stop_timeout`` for them all."""
         with self._lock:
             self._controllers_stop.set()
             threads, self._controller_threads = self._controller_threads, []
+        deadline = time.monotonic() + self.controller_stop_timeout
         for thread in threads:
-            thread.join(CONTROLLER_STOP_TIMEOUT)
-            if thread.is_alive():
-                log.warning("controller did not stop in time", extra={"thread": thread.name})
+            thread.join(max(deadline - time.monotonic(), 0.0))
+        late = [thread.name for thread in threads if thread.is_alive()]
+        if late:
+            log.warning("controllers did not stop in time", extra={"threads": late})
 
 
 def _record_startup(pod: ClusterPod) -> None:

@@ -1,17 +1,36 @@
-"""Operator building blocks that need no cluster: rate limit, event dedupe, logs, metrics, probes."""
+"""Operator building blocks that need no cluster: rate limit, event dedupe, logs, metrics, probes,
+leader election's deadline, shutdown, cluster state snapshots."""
 
+import copy
 import io
 import json
 import logging
+import threading
+import time
 import urllib.error
 import urllib.request
+from typing import Any
 
 import pytest
 
+from karpenter_conformance.waiting import wait_until
 from karpenter_core.operator import logs, metrics
 from karpenter_core.operator.events import Deduper, reference
 from karpenter_core.operator.health import Probes
-from karpenter_core.operator.kube import Conflict, Gone, TokenBucket, TooManyRequests, _error
+from karpenter_core.operator.kube import (
+    Conflict,
+    Gone,
+    KubeClient,
+    NotFound,
+    RequestTimeout,
+    TokenBucket,
+    TooManyRequests,
+    Unavailable,
+    _error,
+)
+from karpenter_core.operator.leader import LeaderElector
+from karpenter_core.operator.operator import Operator
+from karpenter_core.operator.settings import Settings
 from karpenter_core.operator.state import ClusterNode, ClusterPod
 
 
@@ -210,3 +229,149 @@ def test_a_launching_node_is_capacity_on_its_way() -> None:
     )
     _as_launching(ready, claim)
     assert ready.initialized and len(ready.taints) == 4
+
+
+class _LeaseEndpoint:
+    """An in-memory Lease behind the KubeClient verbs the elector uses. Once ``hang`` is set,
+    every request hangs: for its timeout (then fails, as a socket read timeout does) or, with
+    ``honour_timeout`` False, until ``unblock`` is set (a read no timeout interrupts)."""
+
+    def __init__(self, honour_timeout: bool) -> None:
+        self.honour_timeout = honour_timeout
+        self.lease: dict[str, Any] | None = None
+        self.hang = threading.Event()
+        self.unblock = threading.Event()
+        self.hung_timeouts: list[float] = []
+        self.writes: list[float] = []
+        """Monotonic time of each successful create or replace."""
+
+    def _request(self, timeout: RequestTimeout) -> None:
+        if not self.hang.is_set():
+            return
+        assert isinstance(timeout, float), timeout
+        self.hung_timeouts.append(timeout)
+        self.unblock.wait(timeout if self.honour_timeout else None)
+        raise Unavailable("read timed out")
+
+    def get(self, path: str, params: object = None, timeout: RequestTimeout = (10.0, 60.0)) -> Any:
+        self._request(timeout)
+        if self.lease is None:
+            raise NotFound(404, "NotFound", path)
+        return copy.deepcopy(self.lease)
+
+    def create(
+        self, path: str, body: Any, params: object = None, timeout: RequestTimeout = (10.0, 60.0)
+    ) -> Any:
+        return self.replace(path, body, timeout)
+
+    def replace(self, path: str, body: Any, timeout: RequestTimeout = (10.0, 60.0)) -> Any:
+        self._request(timeout)
+        self.lease = copy.deepcopy(body)
+        self.writes.append(time.monotonic())
+        return copy.deepcopy(body)
+
+
+LEASE = Settings(lease_duration=3.0, renew_deadline=1.5, retry_period=0.2)
+
+
+def _elect(
+    endpoint: _LeaseEndpoint,
+) -> tuple[LeaderElector, threading.Thread, threading.Event, list[tuple[int, float]]]:
+    exits: list[tuple[int, float]] = []
+    elector = LeaderElector(
+        endpoint,  # type: ignore[arg-type]
+        LEASE,
+        "me",
+        namespace="ns",
+        terminate=lambda code: exits.append((code, time.monotonic())),
+    )
+    working = threading.Event()
+    thread = threading.Thread(target=elector.run, args=(working.set, working.clear), daemon=True)
+    thread.start()
+    assert working.wait(5) and elector.is_leader()
+    return elector, thread, working, exits
+
+
+@pytest.mark.parametrize("honour_timeout", [True, False], ids=["timeouts", "stuck-read"])
+def test_a_leader_that_cannot_renew_exits_before_its_lease_expires(honour_timeout: bool) -> None:
+    endpoint = _LeaseEndpoint(honour_timeout)
+    elector, thread, working, exits = _elect(endpoint)
+    try:
+        wait_until(lambda: len(endpoint.writes) >= 3, "a few renewals", timeout=5)
+        endpoint.hang.set()
+        last_write = endpoint.writes[-1]
+        wait_until(lambda: bool(exits), "the elector gave up the Lease", timeout=10)
+        [(code, exited_at)] = exits
+        assert code == 1
+        assert exited_at < last_write + LEASE.lease_duration, "exit before the Lease can expire"
+        assert not elector.is_leader()
+        assert endpoint.hung_timeouts, "a renewal was attempted while the apiserver hung"
+        assert max(endpoint.hung_timeouts) <= LEASE.renew_deadline, endpoint.hung_timeouts
+    finally:
+        endpoint.unblock.set()
+        elector.stop()
+        thread.join(5)
+    assert not thread.is_alive() and not working.is_set()
+    assert exits == [(code, exited_at)], "one exit only"
+    assert endpoint.lease is not None and endpoint.lease["spec"]["holderIdentity"] == "me", (
+        "a lost Lease is not released (another replica may hold it by now)"
+    )
+
+
+def test_a_clean_stop_releases_the_lease_and_does_not_exit() -> None:
+    endpoint = _LeaseEndpoint(honour_timeout=True)
+    elector, thread, working, exits = _elect(endpoint)
+    elector.stop()
+    thread.join(5)
+    assert not thread.is_alive() and not working.is_set()
+    assert exits == []
+    assert endpoint.lease is not None and endpoint.lease["spec"]["holderIdentity"] == ""
+
+
+class _Lingering:
+    """A controller that takes ``linger`` seconds to stop once asked."""
+
+    def __init__(self, name: str, linger: float, done: threading.Event) -> None:
+        self.name = name
+        self.linger = linger
+        self.done = done
+        self.running = threading.Event()
+
+    def run(self, stop: threading.Event) -> None:
+        self.running.set()
+        stop.wait()
+        self.done.wait(self.linger)
+
+
+def test_controllers_stop_together_within_one_grace_period() -> None:
+    from kubernetes import client as k8s
+
+    from karpenter_core.cloudprovider.registry import discover
+
+    grace = 1.0
+    done = threading.Event()
+    controllers = [_Lingering(f"slow-{i}", 30.0, done) for i in range(4)]
+    kube = KubeClient(k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:9")))
+    settings = Settings(disable_leader_election=True, metrics_port=0, health_probe_port=0)
+    operator = Operator(
+        settings,
+        discover().provider("kwok"),
+        kube,
+        controllers=lambda _: controllers,
+        controller_stop_timeout=grace,
+    )
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(operator.run()), daemon=True)
+    thread.start()
+    try:
+        for controller in controllers:
+            assert controller.running.wait(10), controller.name
+        started = time.monotonic()
+        operator.shutdown()
+        thread.join(len(controllers) * grace + 10)
+        took = time.monotonic() - started
+    finally:
+        done.set()
+        operator.shutdown()
+    assert result == [0]
+    assert grace <= took < 2 * grace, f"shutdown took {took:.2f}s for a {grace}s grace period"
