@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from karpenter_conformance.cluster import versions
 from karpenter_conformance.cluster.logs import tail
@@ -32,6 +32,10 @@ MANIFEST_FILE = "versions.json"
 # How the go command reports a module version the proxy will not serve.
 _REFUSAL = re.compile(r"(\S+@v\S+): reading \S+: (?:403 Forbidden|404 Not Found|410 Gone)")
 _STAGING_REPLACE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/src/", re.MULTILINE)
+
+# How often a build waiting for another build's lock says it still waits.
+WAIT_REPORT_SECONDS = 60.0
+_LOCK_POLL_SECONDS = 0.2
 
 Log = Callable[[str], None]
 
@@ -303,25 +307,69 @@ def _run_jobs(jobs: Iterable[_GoJob], seconds: dict[str, float], log: Log) -> No
 
 
 @contextlib.contextmanager
-def _exclusive(lock_file: Path) -> Iterator[None]:
-    """Hold an exclusive lock so concurrent builds (e.g. pytest workers) take turns."""
-    with lock_file.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+def _exclusive(lock_file: Path, log: Log) -> Iterator[float]:
+    """Hold an exclusive lock so concurrent builds (e.g. pytest workers) take turns.
+
+    While another build holds it, say so (again every ``WAIT_REPORT_SECONDS``); yield the
+    seconds spent waiting. The holder's pid is written into the lock file for that message.
+    """
+    started = time.monotonic()
+    with os.fdopen(os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644), "r+") as handle:
+        reports = 0
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                waiting = time.monotonic() - started
+                if waiting >= reports * WAIT_REPORT_SECONDS:
+                    log(_waiting_message(lock_file, handle, waiting if reports else None))
+                    reports += 1
+                time.sleep(_LOCK_POLL_SECONDS)
+        waited = time.monotonic() - started if reports else 0.0
+        _write_holder(handle, f"{os.getpid()}\n")
+        try:
+            yield waited
+        finally:
+            _write_holder(handle, "")
+
+
+def _write_holder(handle: IO[str], text: str) -> None:
+    handle.seek(0)
+    handle.truncate()
+    handle.write(text)
+    handle.flush()
+
+
+def _waiting_message(lock_file: Path, handle: IO[str], waiting: float | None) -> str:
+    """First (``waiting`` None) or later line saying whose build this one waits for."""
+    handle.seek(0)
+    pid = handle.read().strip()
+    holder = f"another build holding {lock_file}" + (f" (pid {pid})" if pid.isdigit() else "")
+    if waiting is None:
+        return f"[build] waiting for {holder}..."
+    return f"[build] still waiting for {holder} ({_format_seconds(waiting)} so far)"
 
 
 def build(force: bool = False, log: Log = _stderr) -> BuildResult:
     """Build whatever binaries are missing from the cache (all of them with ``force``)."""
+    started = time.monotonic()
     env = _go_env()
     root = cache_dir()
     logs = root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    with _exclusive(root / "build.lock"):
-        return _build_locked(force, env, root, logs, log)
+    with _exclusive(root / "build.lock", log) as waited:
+        return _build_locked(force, env, root, logs, log, started, waited)
 
 
 def _build_locked(
-    force: bool, env: dict[str, str], root: Path, logs: Path, log: Log
+    force: bool,
+    env: dict[str, str],
+    root: Path,
+    logs: Path,
+    log: Log,
+    started: float,
+    waited: float,
 ) -> BuildResult:
     work = _fresh_dir(root / "work")
     out = work / "out"
@@ -372,7 +420,6 @@ def _build_locked(
                 logs / "kwok.log",
             )
 
-    total = time.monotonic()
     out.mkdir()
     # etcd and kwok are small: build them side by side.
     _run_jobs(first_jobs(), seconds, log)
@@ -405,5 +452,8 @@ def _build_locked(
         )
         + "\n"
     )
-    log(f"[build] done in {_format_seconds(time.monotonic() - total)}; binaries in {bin_dir()}")
+    total = _format_seconds(time.monotonic() - started)
+    if waited:
+        total += f" ({_format_seconds(waited)} waiting for another build)"
+    log(f"[build] done in {total}; binaries in {bin_dir()}")
     return BuildResult(bin_dir(), release, seconds, refused)
