@@ -336,7 +336,7 @@ def generate_crd(
         names["shortNames"] = list(short_names)
     if categories:
         names["categories"] = list(categories)
-    return _fresh(
+    crd: dict[str, Any] = _fresh(
         {
             "apiVersion": CRD_API_VERSION,
             "kind": "CustomResourceDefinition",
@@ -349,6 +349,7 @@ def generate_crd(
             },
         }
     )
+    return crd
 
 
 def core_crds() -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -212,11 +213,12 @@ class CloudProvider(Protocol):
         """The instance with this providerID, as a NodeClaim; ``NodeClaimNotFound`` if none."""
         ...
 
+    # Below this method, ``list`` in the class body names it: annotations say ``builtins.list``.
     def list(self) -> list[NodeClaim]:
         """Every instance this provider launched for the cluster (garbage collection reads it)."""
         ...
 
-    def get_instance_types(self, nodepool: NodePool) -> list[InstanceType]:
+    def get_instance_types(self, nodepool: NodePool) -> builtins.list[InstanceType]:
         """All instance types for the NodePool, including those with no available offering."""
         ...
 
@@ -224,11 +226,11 @@ class CloudProvider(Protocol):
         """Why the instance no longer matches its NodeClass, or "" if it still does."""
         ...
 
-    def repair_policies(self) -> list[RepairPolicy]:
+    def repair_policies(self) -> builtins.list[RepairPolicy]:
         """Node conditions that mean the node should be replaced."""
         ...
 
-    def supported_node_classes(self) -> list[type[BaseModel]]:
+    def supported_node_classes(self) -> builtins.list[type[BaseModel]]:
         """NodeClass models this provider reads; the first is the default."""
         ...
 

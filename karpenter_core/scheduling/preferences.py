@@ -9,6 +9,7 @@ ScheduleAnyway spread constraint, and finally PreferNoSchedule taints are tolera
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from karpenter_core.apis import labels as wk
@@ -166,18 +167,17 @@ class PodState:
             honor_taints = constraint.get("nodeTaintsPolicy", "Ignore") == "Honor"
             filter_requirements = requirements if honor_affinity else None
             filter_tolerations = self.tolerations if honor_taints else None
+            max_skew = int(constraint.get("maxSkew", 1))
+            min_domains = constraint.get("minDomains")
             identity = (
-                SPREAD, key, selector, pod.namespace, int(constraint.get("maxSkew", 1)),
-                constraint.get("minDomains"), filter_requirements, filter_tolerations,
+                SPREAD, key, selector, pod.namespace, max_skew, min_domains,
+                filter_requirements, filter_tolerations,
             )  # fmt: skip
-            out.append(
-                topology.group(
-                    identity,
-                    lambda i=identity: TopologyGroup(
-                        SPREAD, i[1], i[2], frozenset((i[3],)), i[4], i[5], i[6], i[7]
-                    ),
-                )
-            )
+            spread = partial(
+                TopologyGroup, SPREAD, key, selector, frozenset((pod.namespace,)), max_skew,
+                min_domains, filter_requirements, filter_tolerations,
+            )  # fmt: skip
+            out.append(topology.group(identity, spread))
         for kind, terms in (
             (AFFINITY, (*self.required_affinity, *self.preferred_affinity)),
             (ANTI_AFFINITY, (*self.required_anti_affinity, *self.preferred_anti_affinity)),
@@ -187,10 +187,12 @@ class PodState:
                 selector = _selector(pod, term)
                 if selector is None:
                     continue
-                identity = (kind, str(term["topologyKey"]), selector, _namespaces(pod, term))
+                term_key = str(term["topologyKey"])
+                namespaces = _namespaces(pod, term)
                 out.append(
                     topology.group(
-                        identity, lambda i=identity: TopologyGroup(i[0], i[1], i[2], i[3])
+                        (kind, term_key, selector, namespaces),
+                        partial(TopologyGroup, kind, term_key, selector, namespaces),
                     )
                 )
         return out

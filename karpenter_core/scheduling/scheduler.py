@@ -111,10 +111,14 @@ def _describe(requests: Mapping[str, int]) -> str:
     for name, amount in sorted(requests.items(), key=lambda kv: (kv[0] != "cpu", kv[0])):
         if amount <= 0 or name == "pods":
             continue
+        if name == "cpu":
+            cores, milli = divmod(amount, 1000)
+            parts.append(f"{cores}{f'.{milli:03d}'.rstrip('0') if milli else ''} CPU")
+            continue
         value = format_quantity(
             Fraction(amount, 1000), binary=name in ("memory", "ephemeral-storage")
         )
-        parts.append(f"{value} CPU" if name == "cpu" else f"{value} {name}")
+        parts.append(f"{value} {name}")
     return " and ".join(parts) or "these requests"
 
 
@@ -380,7 +384,7 @@ class _Solver:
         ):
             template = NodePoolTemplate(
                 nodepool,
-                snapshot.instance_types.get(nodepool.metadata.name, ()),
+                snapshot.instance_types.get(nodepool.metadata.name or "", ()),
                 snapshot.daemonsets,
                 snapshot.nodes,
             )
@@ -614,6 +618,7 @@ class _Solver:
             by_key.setdefault(group.key, []).append(group)
         out = []
         for key, key_groups in by_key.items():
+            node_domains: Requirement | None
             if key == wk.HOSTNAME and hostname is not None:
                 node_domains = Requirement(key, False, frozenset((hostname,)))
             else:

@@ -239,9 +239,15 @@ class TopologyGroup:
 class Placement(Protocol):
     """Where a pod went: an existing node or a NodeClaim (whose requirements may still narrow)."""
 
-    taints: Sequence[Taint]
-    allow_undefined: frozenset[str]
-    """Labels it may still get (a NodeClaim's well-known labels), for spread node filters."""
+    @property
+    def taints(self) -> Sequence[Taint]:
+        """Its taints."""
+        ...
+
+    @property
+    def allow_undefined(self) -> frozenset[str]:
+        """Labels it may still get (a NodeClaim's well-known labels), for spread node filters."""
+        ...
 
     def topology_requirements(self) -> Requirements:
         """Its requirements, hostname included."""
