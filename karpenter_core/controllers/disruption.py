@@ -268,7 +268,7 @@ class DisruptionController(LoopController):
                 obj = context.client.create(NODECLAIMS, manifest)
                 state.update_nodeclaim(obj)
                 created.append(name_of(obj))
-                metrics.NODECLAIMS_CREATED.labels("disruption", replacement.nodepool).inc()
+                metrics.nodeclaim_created(command.reason, replacement.nodepool)
         except Exception:
             log.exception("launching replacements failed; rolling back")
             self._rollback(command, claim_names, created)
@@ -299,9 +299,7 @@ class DisruptionController(LoopController):
             )
             with contextlib.suppress(NotFound):
                 context.client.delete(path)
-            metrics.NODECLAIMS_DISRUPTED.labels(
-                command.reason, candidate.nodepool.metadata.name or ""
-            ).inc()
+            metrics.nodeclaim_disrupted(command.reason, candidate.node.labels)
         metrics.DISRUPTION_DECISIONS.labels(
             _decision(command), command.reason, consolidation_type(command)
         ).inc()

@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import CONDITION_REGISTERED
 from karpenter_core.cloudprovider.types import NodeClaimNotFound
 from karpenter_core.controllers.objects import nodeclaim_path, status_true
@@ -110,9 +109,7 @@ class GarbageCollector(LoopController):
         for claim in lost_nodeclaims(instances, claims, nodes):
             name = claim.metadata.name or ""
             log.info("deleting nodeclaim whose instance is gone", extra={"nodeclaim": name})
-            metrics.NODECLAIMS_DISRUPTED.labels(
-                "garbage_collected", claim.metadata.labels.get(wk.NODEPOOL, "")
-            ).inc()
+            metrics.nodeclaim_disrupted("garbage_collected", claim.metadata.labels)
             try:
                 context.client.delete(nodeclaim_path(name))
             except NotFound:

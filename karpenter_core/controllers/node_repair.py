@@ -13,7 +13,6 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from karpenter_core.apis import labels as wk
 from karpenter_core.controllers.objects import nodeclaim_path
 from karpenter_core.controllers.runtime import LoopController
 from karpenter_core.operator import metrics
@@ -96,7 +95,7 @@ class NodeRepair(LoopController):
             context.events.publish(
                 node, "Warning", "Disrupted", f"Repairing node: condition {matched} past toleration"
             )
-            metrics.NODECLAIMS_DISRUPTED.labels("unhealthy", node.labels.get(wk.NODEPOOL, "")).inc()
+            metrics.nodeclaim_disrupted("unhealthy", node.labels)
             try:
                 context.client.delete(nodeclaim_path(name))
             except NotFound:

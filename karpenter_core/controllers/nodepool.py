@@ -1,4 +1,5 @@
-"""NodePool controller: template hash annotation, status resources and node count, readiness.
+"""NodePool controller: template hash annotation, status resources and node count, readiness,
+and the per-NodePool gauges (usage, limits, allowed disruptions by reason).
 
 The hash itself is in ``karpenter_core.apis.v1.hashing``.
 """
@@ -6,7 +7,8 @@ The hash itself is in ``karpenter_core.apis.v1.hashing``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -21,12 +23,14 @@ from karpenter_core.apis.v1.nodepool import (
 )
 from karpenter_core.controllers.objects import nodepool_path, quantities, set_condition
 from karpenter_core.controllers.runtime import LoopController
+from karpenter_core.disruption.budgets import DRIFTED, EMPTY, UNDERUTILIZED, allowed_disruptions
+from karpenter_core.operator import metrics
 
 if TYPE_CHECKING:
     from karpenter_core.controllers.context import Context
     from karpenter_core.scheduling.snapshot import NodeInfo
 
-__all__ = ["NodePoolController", "nodepool_status"]
+__all__ = ["NodePoolController", "nodepool_status", "record_metrics"]
 
 log = logging.getLogger("karpenter.nodepool")
 
@@ -87,6 +91,46 @@ def nodepool_status(
     return status
 
 
+def _gauge_value(resource: str, quantity: str) -> float:
+    """A quantity as upstream's gauges show it: CPU in cores, anything else in whole units."""
+    value = parse_quantity(quantity)
+    return float(value) if resource == "cpu" else float(math.ceil(value))
+
+
+def _resource_type(resource: str) -> str:
+    return resource.lower().replace("-", "_")
+
+
+def record_metrics(
+    nodepool: NodePool, resources: Mapping[str, str], nodes: Sequence[NodeInfo], now: datetime
+) -> None:
+    """Set the NodePool's gauges: usage (its status resources), limits (spec.limits), and per
+    disruption reason the nodes its budgets allow to be disrupting at once (counted over its
+    initialized nodes) and the nodes being disrupted now (deleting or tainted for disruption)."""
+    name = nodepool.metadata.name or ""
+    metrics.forget_nodepool(name)
+    for resource, quantity in resources.items():
+        metrics.NODEPOOLS_USAGE.labels(name, _resource_type(resource)).set(
+            _gauge_value(resource, quantity)
+        )
+    for resource, quantity in nodepool.spec.limits.items():
+        metrics.NODEPOOLS_LIMIT.labels(name, _resource_type(resource)).set(
+            _gauge_value(resource, str(quantity))
+        )
+    initialized = [n for n in nodes if n.labels.get(wk.NODE_INITIALIZED) == "true"]
+    disrupting = sum(1 for n in initialized if _disrupting(n))
+    budgets = [b.model_dump(exclude_none=True) for b in nodepool.spec.disruption.budgets]
+    for reason in (EMPTY, DRIFTED, UNDERUTILIZED):
+        allowed = allowed_disruptions(budgets, reason, len(initialized), 0, now)
+        metrics.NODEPOOLS_ALLOWED_DISRUPTIONS.labels(name, reason).set(allowed)
+        metrics.NODEPOOLS_NODES_CONSUMING_BUDGETS.labels(name, reason).set(disrupting)
+
+
+def _disrupting(node: NodeInfo) -> bool:
+    deleted = getattr(node, "deletion_time", None) is not None
+    return deleted or node.deleting or any(t.key == wk.DISRUPTED_TAINT_KEY for t in node.taints)
+
+
 def _same_status(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     def key(status: Mapping[str, Any]) -> tuple[Any, ...]:
         conditions = sorted(
@@ -108,6 +152,7 @@ class NodePoolController(LoopController):
         super().__init__()
         self.context = context
         self.period = period
+        self._published: set[str] = set()
 
     def reconcile(self) -> None:
         """One pass over the NodePools."""
@@ -116,14 +161,19 @@ class NodePoolController(LoopController):
         for node in state.nodes():
             if node.nodepool:
                 nodes_by_pool.setdefault(node.nodepool, []).append(node)
+        present = set()
         for nodepool in state.nodepools():
+            name = nodepool.metadata.name or ""
+            present.add(name)
             if nodepool.metadata.deletion_timestamp is not None:
                 continue
-            name = nodepool.metadata.name or ""
             try:
                 self._reconcile_one(nodepool, nodes_by_pool.get(name, []))
             except Exception:
                 log.exception("nodepool %s: reconcile failed", name)
+        for name in self._published - present:
+            metrics.forget_nodepool(name)
+        self._published = present
 
     def _reconcile_one(self, nodepool: NodePool, nodes: list[NodeInfo]) -> None:
         client = self.context.client
@@ -143,3 +193,4 @@ class NodePoolController(LoopController):
         )
         if not _same_status(manifest.get("status") or {}, status):
             client.patch(path + "/status", {"status": status})
+        record_metrics(nodepool, status["resources"], nodes, self.context.now())

@@ -328,7 +328,7 @@ class Provisioner:
         if not snapshot.pending:
             return None
         snapshot.nodeclaims = with_expected_allocatable(snapshot.nodeclaims, catalog)
-        metrics.SCHEDULER_QUEUE_DEPTH.labels(self.name).set(len(snapshot.pending))
+        metrics.scheduling_started(self.name, len(snapshot.pending))
         results = schedule(snapshot)
         metrics.SCHEDULING_DURATION.labels(self.name).observe(time.perf_counter() - started)
         if log.isEnabledFor(logging.DEBUG):
@@ -398,7 +398,7 @@ class Provisioner:
         created = context.client.create(NODECLAIMS, manifest)
         context.state.update_nodeclaim(created)
         name = name_of(created)
-        metrics.NODECLAIMS_CREATED.labels("provisioning", claim.nodepool).inc()
+        metrics.nodeclaim_created("provisioned", claim.nodepool, claim.min_values_relaxed)
         log.info(
             "created nodeclaim",
             extra={

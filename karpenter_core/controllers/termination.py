@@ -164,7 +164,8 @@ class TerminationController(LoopController):
         if remove_finalizer(
             context, nodeclaim_path(name), claim.to_manifest(), wk.TERMINATION_FINALIZER
         ):
-            metrics.NODECLAIMS_TERMINATED.labels(claim.metadata.labels.get(wk.NODEPOOL, "")).inc()
+            deleted = claim.metadata.deletion_timestamp
+            metrics.nodeclaim_terminated(claim.metadata.labels, deleted and deleted.timestamp())
             log.info("nodeclaim terminated", extra={"nodeclaim": name})
         context.state.delete_nodeclaim(name)
         return None
@@ -221,7 +222,7 @@ class TerminationController(LoopController):
         except NotFound:
             return
         if remove_finalizer(context, node_path(node.name), raw, wk.TERMINATION_FINALIZER):
-            metrics.NODES_TERMINATED.labels(nodepool).inc()
+            metrics.node_terminated(node.labels, node.created, node.deletion_time)
             log.info("node terminated", extra={"node": node.name, "nodepool": nodepool})
 
     def _taint(self, name: str) -> None:

@@ -1,30 +1,55 @@
-"""Prometheus metrics with upstream Karpenter's names (``karpenter_`` prefix).
+"""Prometheus metrics with upstream Karpenter's names and label sets (``karpenter_`` prefix).
 
 Metrics live in their own registry (``REGISTRY``), served on /metrics by ``health.py``. Labels are
-bounded: NodePool, provider, method, reason; never a pod. ``instrument`` wraps a CloudProvider so
-that every call is timed and every error counted.
+bounded: NodePool, zone, capacity type, provider, method, reason; never a pod. ``instrument``
+wraps a CloudProvider so that every call is timed and every error counted. The helpers below
+take an object's labels (a NodeClaim's or a Node's) and pick the metric labels from them.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary
 
+from karpenter_core.apis import labels as wk
+from karpenter_core.cloudprovider.types import (
+    InsufficientCapacity,
+    NodeClaimNotFound,
+    NodeClassNotReady,
+)
 from karpenter_core.operator import logs
 
 __all__ = [
     "REGISTRY",
+    "error_label",
+    "forget_nodepool",
     "instrument",
+    "node_created",
+    "node_terminated",
     "nodeclaim_created",
-    "observe_scheduling",
-    "unschedulable_pods",
+    "nodeclaim_disrupted",
+    "nodeclaim_terminated",
+    "scheduling_started",
 ]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
-_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# Upstream's bucket sets: controller-runtime's for durations, then its termination histograms'.
+_DURATION_BUCKETS = (
+    *(0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8),
+    *(0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25),
+    *(30, 40, 50, 60, 120, 150, 300, 450, 600),
+)
+_DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+_HOUR, _DAY = 3600, 86400
+_LIFETIME_BUCKETS = (
+    *(900, 1800, 2700, _HOUR, 2 * _HOUR, 4 * _HOUR, 6 * _HOUR, 8 * _HOUR, 10 * _HOUR),
+    *(12 * _HOUR, 16 * _HOUR, 20 * _HOUR, _DAY, 2 * _DAY, 3 * _DAY, 5 * _DAY, 10 * _DAY),
+    *(15 * _DAY, 20 * _DAY, 25 * _DAY, 30 * _DAY),
+)
 
 
 def _counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
@@ -35,24 +60,55 @@ def _gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
     return Gauge(f"karpenter_{name}", doc, labels, registry=REGISTRY)
 
 
-def _histogram(name: str, doc: str, labels: tuple[str, ...] = ()) -> Histogram:
-    return Histogram(f"karpenter_{name}", doc, labels, registry=REGISTRY, buckets=_DURATION_BUCKETS)
+def _histogram(
+    name: str, doc: str, labels: tuple[str, ...] = (), buckets: tuple[float, ...] = ()
+) -> Histogram:
+    return Histogram(
+        f"karpenter_{name}", doc, labels, registry=REGISTRY, buckets=buckets or _DURATION_BUCKETS
+    )
+
+
+def _summary(name: str, doc: str, labels: tuple[str, ...] = ()) -> Summary:
+    return Summary(f"karpenter_{name}", doc, labels, registry=REGISTRY)
 
 
 # NodeClaims and nodes
 NODECLAIMS_CREATED = _counter(
-    "nodeclaims_created_total", "NodeClaims created, by reason.", ("reason", "nodepool")
+    "nodeclaims_created_total",
+    "NodeClaims created, by reason, NodePool and whether minValues was relaxed.",
+    ("reason", "nodepool", "min_values_relaxed"),
 )
 NODECLAIMS_TERMINATED = _counter(
-    "nodeclaims_terminated_total", "NodeClaims terminated.", ("nodepool",)
+    "nodeclaims_terminated_total",
+    "NodeClaims terminated, by NodePool, capacity type and zone.",
+    ("nodepool", "capacity_type", "zone"),
 )
 NODECLAIMS_DISRUPTED = _counter(
-    "nodeclaims_disrupted_total", "NodeClaims disrupted, by reason.", ("reason", "nodepool")
+    "nodeclaims_disrupted_total",
+    "NodeClaims disrupted, by reason, NodePool and capacity type.",
+    ("reason", "nodepool", "capacity_type"),
 )
-NODES_CREATED = _counter("nodes_created_total", "Nodes registered.", ("nodepool",))
-NODES_TERMINATED = _counter("nodes_terminated_total", "Nodes terminated.", ("nodepool",))
+NODECLAIMS_TERMINATION_DURATION = _histogram(
+    "nodeclaims_termination_duration_seconds",
+    "Time from a NodeClaim's deletion until its finalizer is removed.",
+    ("nodepool",),
+    tuple(float(2**i) for i in range(12)),
+)
+NODES_CREATED = _counter("nodes_created_total", "Nodes registered.", ("nodepool", "zone"))
+NODES_TERMINATED = _counter("nodes_terminated_total", "Nodes terminated.", ("nodepool", "zone"))
 NODES_DRAINED = _counter("nodes_drained_total", "Nodes drained.", ("nodepool",))
-PODS_STARTUP_DURATION = _histogram(
+NODES_TERMINATION_DURATION = _summary(
+    "nodes_termination_duration_seconds",
+    "Time from a node's deletion until its finalizer is removed.",
+    ("nodepool",),
+)
+NODES_LIFETIME = _histogram(
+    "nodes_lifetime_duration_seconds",
+    "A terminated node's lifetime, from its creation.",
+    ("nodepool",),
+    _LIFETIME_BUCKETS,
+)
+PODS_STARTUP_DURATION = _summary(
     "pods_startup_duration_seconds", "Time from a pod's creation until it is running."
 )
 
@@ -61,7 +117,9 @@ SCHEDULING_DURATION = _histogram(
     "scheduler_scheduling_duration_seconds", "Duration of scheduling simulations.", ("controller",)
 )
 SCHEDULER_QUEUE_DEPTH = _gauge(
-    "scheduler_queue_depth", "Pods waiting to be scheduled in the current run.", ("controller",)
+    "scheduler_queue_depth",
+    "Pods waiting to be scheduled in the current run.",
+    ("controller", "scheduling_id"),
 )
 UNSCHEDULABLE_PODS = _gauge(
     "scheduler_unschedulable_pods_count",
@@ -70,10 +128,12 @@ UNSCHEDULABLE_PODS = _gauge(
 )
 
 # Cloud provider
-CLOUDPROVIDER_DURATION = _histogram(
-    "cloudprovider_duration_seconds",
+CLOUDPROVIDER_DURATION = Histogram(
+    "karpenter_cloudprovider_duration_seconds",
     "Duration of cloud provider calls.",
     ("controller", "method", "provider"),
+    registry=REGISTRY,
+    buckets=_DEFAULT_BUCKETS,
 )
 CLOUDPROVIDER_ERRORS = _counter(
     "cloudprovider_errors_total",
@@ -92,7 +152,12 @@ NODEPOOLS_USAGE = _gauge(
 NODEPOOLS_LIMIT = _gauge("nodepools_limit", "The NodePool's limits.", ("nodepool", "resource_type"))
 NODEPOOLS_ALLOWED_DISRUPTIONS = _gauge(
     "nodepools_allowed_disruptions",
-    "Nodes the NodePool's budgets allow to disrupt now.",
+    "Nodes the NodePool's budgets allow to be disrupting at once, by disruption reason.",
+    ("nodepool", "reason"),
+)
+NODEPOOLS_NODES_CONSUMING_BUDGETS = _gauge(
+    "nodepools_nodes_consuming_budgets",
+    "The NodePool's nodes being disrupted now, which count against its budgets.",
     ("nodepool", "reason"),
 )
 
@@ -107,42 +172,107 @@ DISRUPTION_ELIGIBLE_NODES = _gauge(
 )
 DISRUPTION_EVALUATION_DURATION = _histogram(
     "voluntary_disruption_decision_evaluation_duration_seconds",
-    "Duration of one disruption method's evaluation.",
-    ("method", "consolidation_type"),
+    "Duration of one disruption evaluation, by the reason it decided on.",
+    ("reason", "consolidation_type"),
 )
 
-PROVISIONER = "provisioner"
+
+def _nodepool(labels: Mapping[str, str]) -> str:
+    return labels.get(wk.NODEPOOL, "")
 
 
-def observe_scheduling(seconds: float, queue_depth: int, controller: str = PROVISIONER) -> None:
-    """Record one scheduling run: its duration and how many pods it considered."""
-    SCHEDULING_DURATION.labels(controller).observe(seconds)
-    SCHEDULER_QUEUE_DEPTH.labels(controller).set(queue_depth)
+def nodeclaim_created(reason: str, nodepool: str, min_values_relaxed: bool = False) -> None:
+    """Count a NodeClaim created for ``reason`` ("provisioned", or a disruption reason)."""
+    NODECLAIMS_CREATED.labels(reason, nodepool, str(min_values_relaxed).lower()).inc()
 
 
-def unschedulable_pods(count: int, controller: str = PROVISIONER) -> None:
-    """Record how many pods the last scheduling run could not place."""
-    UNSCHEDULABLE_PODS.labels(controller).set(count)
+def nodeclaim_disrupted(reason: str, labels: Mapping[str, str]) -> None:
+    """Count a NodeClaim disrupted for ``reason``; ``labels`` are its (or its Node's) labels."""
+    NODECLAIMS_DISRUPTED.labels(reason, _nodepool(labels), labels.get(wk.CAPACITY_TYPE, "")).inc()
 
 
-def nodeclaim_created(nodepool: str, reason: str) -> None:
-    """Count a NodeClaim created for ``reason`` (provisioning, or a disruption reason)."""
-    NODECLAIMS_CREATED.labels(reason, nodepool).inc()
+def nodeclaim_terminated(labels: Mapping[str, str], deleted: float | None) -> None:
+    """Count a NodeClaim whose finalizer was removed; ``deleted`` is its deletion time."""
+    nodepool = _nodepool(labels)
+    NODECLAIMS_TERMINATED.labels(
+        nodepool, labels.get(wk.CAPACITY_TYPE, ""), labels.get(wk.TOPOLOGY_ZONE, "")
+    ).inc()
+    if deleted is not None:
+        NODECLAIMS_TERMINATION_DURATION.labels(nodepool).observe(max(time.time() - deleted, 0.0))
 
 
-_PROVIDER_METHODS = frozenset(
-    {
-        "create",
-        "delete",
-        "get",
-        "list",
-        "get_instance_types",
-        "is_drifted",
-        "repair_policies",
-        "supported_node_classes",
-        "node_class_readiness",
-    }
+def node_created(labels: Mapping[str, str]) -> None:
+    """Count a node registered; ``labels`` are its NodeClaim's."""
+    NODES_CREATED.labels(_nodepool(labels), labels.get(wk.TOPOLOGY_ZONE, "")).inc()
+
+
+def node_terminated(labels: Mapping[str, str], created: float, deleted: float | None) -> None:
+    """Count a node whose finalizer was removed, with its termination time and lifetime."""
+    nodepool = _nodepool(labels)
+    NODES_TERMINATED.labels(nodepool, labels.get(wk.TOPOLOGY_ZONE, "")).inc()
+    now = time.time()
+    if deleted is not None:
+        NODES_TERMINATION_DURATION.labels(nodepool).observe(max(now - deleted, 0.0))
+    if created:
+        NODES_LIFETIME.labels(nodepool).observe(max(now - created, 0.0))
+
+
+def _drop(metric: Gauge, names: tuple[str, ...], key: str, value: str) -> None:
+    """Remove ``metric``'s series (label names ``names``) whose ``key`` label is ``value``."""
+    matching = [
+        sample.labels
+        for family in metric.collect()
+        for sample in family.samples
+        if sample.labels.get(key) == value
+    ]
+    for labels in matching:
+        metric.remove(*(labels[name] for name in names))
+
+
+def scheduling_started(controller: str, queue_depth: int) -> None:
+    """Record the pods a scheduling run starts with, under a new ``scheduling_id`` (the previous
+    run's series is dropped, as upstream does)."""
+    _drop(SCHEDULER_QUEUE_DEPTH, ("controller", "scheduling_id"), "controller", controller)
+    SCHEDULER_QUEUE_DEPTH.labels(controller, str(uuid.uuid4())).set(queue_depth)
+
+
+_NODEPOOL_GAUGES: tuple[tuple[Gauge, tuple[str, ...]], ...] = (
+    (NODEPOOLS_USAGE, ("nodepool", "resource_type")),
+    (NODEPOOLS_LIMIT, ("nodepool", "resource_type")),
+    (NODEPOOLS_ALLOWED_DISRUPTIONS, ("nodepool", "reason")),
+    (NODEPOOLS_NODES_CONSUMING_BUDGETS, ("nodepool", "reason")),
 )
+
+
+def forget_nodepool(nodepool: str) -> None:
+    """Drop every per-NodePool gauge series of a NodePool that is gone."""
+    for gauge, names in _NODEPOOL_GAUGES:
+        _drop(gauge, names, "nodepool", nodepool)
+
+
+# Upstream's method names for the CloudProvider calls that are timed.
+_PROVIDER_METHODS = {
+    "create": "Create",
+    "delete": "Delete",
+    "get": "Get",
+    "list": "List",
+    "get_instance_types": "GetInstanceTypes",
+    "is_drifted": "IsDrifted",
+    "repair_policies": "RepairPolicies",
+    "supported_node_classes": "GetSupportedNodeClasses",
+    "node_class_readiness": "NodeClassReadiness",
+}
+
+
+def error_label(error: BaseException) -> str:
+    """The ``error`` label: upstream's name for the provider errors it tells apart, else ""."""
+    if isinstance(error, InsufficientCapacity):
+        return "InsufficientCapacityError"
+    if isinstance(error, NodeClaimNotFound):
+        return "NodeClaimNotFoundError"
+    if isinstance(error, NodeClassNotReady):
+        return "NodeClassNotReadyError"
+    return ""
 
 
 class _Instrumented:
@@ -154,9 +284,10 @@ class _Instrumented:
 
     def __getattr__(self, attribute: str) -> Any:
         value = getattr(self._provider, attribute)
-        if attribute not in _PROVIDER_METHODS:
+        method = _PROVIDER_METHODS.get(attribute)
+        if method is None:
             return value
-        return self._timed(attribute, value)
+        return self._timed(method, value)
 
     def _timed(self, method: str, call: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -165,9 +296,7 @@ class _Instrumented:
             try:
                 return call(*args, **kwargs)
             except Exception as error:
-                CLOUDPROVIDER_ERRORS.labels(
-                    controller, method, self.name, type(error).__name__
-                ).inc()
+                CLOUDPROVIDER_ERRORS.labels(controller, method, self.name, error_label(error)).inc()
                 raise
             finally:
                 CLOUDPROVIDER_DURATION.labels(controller, method, self.name).observe(

@@ -71,7 +71,7 @@ def test_burst_of_pending_pods_runs_on_launched_nodes(
             claims
         )
         assert harness.metric_value(
-            text, "karpenter_cloudprovider_duration_seconds_count", method="create"
+            text, "karpenter_cloudprovider_duration_seconds_count", method="Create"
         ) >= len(claims)
         # The pods went from Pending to Running while the controller watched them.
         wait_until(

@@ -158,15 +158,15 @@ def _sample(name: str, labels: dict[str, str]) -> float:
 
 def test_instrument_times_calls_and_counts_errors() -> None:
     provider = metrics.instrument(_Provider())
-    labels = {"controller": "gc", "method": "get", "provider": "fake"}
-    before = _sample("karpenter_cloudprovider_errors_total", {**labels, "error": "KeyError"})
+    labels = {"controller": "gc", "method": "Get", "provider": "fake"}
+    before = _sample("karpenter_cloudprovider_errors_total", {**labels, "error": ""})
     with logs.bind(controller="gc"):
         assert provider.list() == ["a"]
         with pytest.raises(KeyError):
             provider.get("x")
-    after = _sample("karpenter_cloudprovider_errors_total", {**labels, "error": "KeyError"})
+    after = _sample("karpenter_cloudprovider_errors_total", {**labels, "error": ""})
     assert after == before + 1
-    list_labels = {**labels, "method": "list"}
+    list_labels = {**labels, "method": "List"}
     assert _sample("karpenter_cloudprovider_duration_seconds_count", list_labels) >= 1
     assert provider.name == "fake"
 

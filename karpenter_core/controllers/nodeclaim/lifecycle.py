@@ -185,9 +185,7 @@ class LifecycleController(LoopController):
                     extra={"nodeclaim": name, "reason": failure.reason, "error": failure.message},
                 )
                 context.events.publish(manifest, "Warning", failure.reason, failure.message)
-                metrics.NODECLAIMS_DISRUPTED.labels(
-                    failure.metric_reason, _nodepool(nodeclaim)
-                ).inc()
+                metrics.nodeclaim_disrupted(failure.metric_reason, nodeclaim.metadata.labels)
                 context.client.delete(path)
                 context.trigger_provisioning()
                 return None
@@ -251,7 +249,7 @@ class LifecycleController(LoopController):
             ready_condition(status, now)
 
         patch_status(context, nodeclaim_path(nodeclaim.metadata.name or ""), manifest, mark)
-        metrics.NODES_CREATED.labels(_nodepool(nodeclaim)).inc()
+        metrics.node_created(nodeclaim.metadata.labels)
         context.events.publish(manifest, "Normal", "Registered", f"Registered node {node.name}")
         log.info("registered node", extra={"nodeclaim": nodeclaim.metadata.name, "node": node.name})
         return None
@@ -301,7 +299,9 @@ class LifecycleController(LoopController):
         context.events.publish(
             nodeclaim.to_manifest(), "Warning", "Liveness", f"Deleting NodeClaim: {reason}"
         )
-        metrics.NODECLAIMS_DISRUPTED.labels("liveness", _nodepool(nodeclaim)).inc()
+        launched = status_true(nodeclaim, CONDITION_LAUNCHED)
+        timeout = "registration_timeout" if launched else "launch_timeout"
+        metrics.nodeclaim_disrupted(timeout, nodeclaim.metadata.labels)
         try:
             context.client.delete(nodeclaim_path(name))
         except NotFound:

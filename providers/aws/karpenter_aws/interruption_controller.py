@@ -394,7 +394,7 @@ class InterruptionController:
         if isinstance(action, DeleteNodeClaim):
             if self._cluster.delete_nodeclaim(action.name):
                 ACTIONS_PERFORMED.labels("CordonAndDrain").inc()
-                metrics.NODECLAIMS_DISRUPTED.labels(action.reason, action.nodepool).inc()
+                metrics.nodeclaim_disrupted(action.reason, {wk.NODEPOOL: action.nodepool})
                 self._log.info(
                     "interruption: deleting NodeClaim %s (%s)",
                     action.name,

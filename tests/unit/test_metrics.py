@@ -1,0 +1,298 @@
+"""Metrics: the values the controllers set, read back from the registry, and a static check that
+every registered metric is set by some code outside ``metrics.py``."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from karpenter_core.apis.v1.nodepool import NodePool
+from karpenter_core.cloudprovider.types import InsufficientCapacity
+from karpenter_core.controllers.context import Context
+from karpenter_core.controllers.nodepool import NodePoolController
+from karpenter_core.operator import metrics
+from karpenter_core.operator.state import ClusterNode
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _value(name: str, **labels: str) -> float | None:
+    return metrics.REGISTRY.get_sample_value(name, labels)
+
+
+def _nodepool(name: str, budgets: list[dict[str, Any]], limits: dict[str, str]) -> NodePool:
+    return NodePool.from_manifest(
+        {
+            "metadata": {"name": name, "uid": f"uid-{name}"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "requirements": [],
+                        "nodeClassRef": {"group": "g.sh", "kind": "K", "name": "n"},
+                    }
+                },
+                "limits": limits,
+                "disruption": {"budgets": budgets},
+            },
+        }
+    )
+
+
+def _node(name: str, nodepool: str, *, initialized: bool = True, **extra: Any) -> ClusterNode:
+    labels = {"karpenter.sh/nodepool": nodepool}
+    if initialized:
+        labels["karpenter.sh/initialized"] = "true"
+    return ClusterNode.decode(
+        {
+            "metadata": {"name": name, "labels": labels, **extra.pop("metadata", {})},
+            "spec": {"providerID": f"p://{name}", "taints": extra.pop("taints", [])},
+            "status": {
+                "capacity": {"cpu": "4", "memory": "8Gi", "ephemeral-storage": "20Gi"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+    )
+
+
+class _State:
+    def __init__(self, nodepools: list[NodePool], nodes: list[ClusterNode]) -> None:
+        self.pools = nodepools
+        self.node_list = nodes
+
+    def nodepools(self) -> list[NodePool]:
+        return self.pools
+
+    def nodes(self) -> list[ClusterNode]:
+        return self.node_list
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, Any]] = []
+
+    def patch(self, path: str, body: Any) -> dict[str, Any]:
+        self.patches.append((path, body))
+        return {}
+
+
+class _Provider:
+    def node_class_readiness(self, nodepool: NodePool) -> Any:
+        return SimpleNamespace(ready=True, reason="")
+
+
+def _controller(state: _State) -> NodePoolController:
+    context = Context(
+        settings=None,  # type: ignore[arg-type]
+        client=_Client(),  # type: ignore[arg-type]
+        state=state,  # type: ignore[arg-type]
+        provider=_Provider(),  # type: ignore[arg-type]
+        events=None,  # type: ignore[arg-type]
+        clock=lambda: NOW,
+    )
+    return NodePoolController(context)
+
+
+def test_nodepool_controller_sets_usage_limits_and_allowed_disruptions() -> None:
+    budgets = [
+        {"nodes": "50%", "reasons": ["Drifted"]},
+        {"nodes": "3"},
+    ]
+    pool = _nodepool("metrics-a", budgets, {"cpu": "100", "memory": "1000Gi"})
+    nodes = [_node(f"a-{i}", "metrics-a") for i in range(4)]
+    nodes.append(_node("a-new", "metrics-a", initialized=False))
+    nodes.append(
+        _node(
+            "a-going",
+            "metrics-a",
+            taints=[{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}],
+        )
+    )
+    controller = _controller(_State([pool], nodes))
+    controller.reconcile()
+
+    usage = "karpenter_nodepools_usage"
+    assert _value(usage, nodepool="metrics-a", resource_type="cpu") == 24.0
+    assert _value(usage, nodepool="metrics-a", resource_type="memory") == 6 * 8 * 2**30
+    assert _value(usage, nodepool="metrics-a", resource_type="ephemeral_storage") == 6 * 20 * 2**30
+    assert _value(usage, nodepool="metrics-a", resource_type="nodes") == 6.0
+    limit = "karpenter_nodepools_limit"
+    assert _value(limit, nodepool="metrics-a", resource_type="cpu") == 100.0
+    assert _value(limit, nodepool="metrics-a", resource_type="memory") == 1000 * 2**30
+    allowed = "karpenter_nodepools_allowed_disruptions"
+    # 5 initialized nodes: Drifted is held to ceil(50% of 5) = 3 and 3 -> 3; the others to 3.
+    assert _value(allowed, nodepool="metrics-a", reason="Drifted") == 3.0
+    assert _value(allowed, nodepool="metrics-a", reason="Empty") == 3.0
+    assert _value(allowed, nodepool="metrics-a", reason="Underutilized") == 3.0
+    consuming = "karpenter_nodepools_nodes_consuming_budgets"
+    assert _value(consuming, nodepool="metrics-a", reason="Empty") == 1.0
+
+
+def test_allowed_disruptions_follow_the_reason_and_percentage() -> None:
+    budgets = [{"nodes": "10%", "reasons": ["Empty"]}, {"nodes": "0", "reasons": ["Drifted"]}]
+    pool = _nodepool("metrics-b", budgets, {})
+    nodes = [_node(f"b-{i}", "metrics-b") for i in range(15)]
+    _controller(_State([pool], nodes)).reconcile()
+    allowed = "karpenter_nodepools_allowed_disruptions"
+    assert _value(allowed, nodepool="metrics-b", reason="Empty") == 2.0  # ceil(1.5)
+    assert _value(allowed, nodepool="metrics-b", reason="Drifted") == 0.0
+    # No budget covers Underutilized: every node may go.
+    assert _value(allowed, nodepool="metrics-b", reason="Underutilized") == 15.0
+    assert _value("karpenter_nodepools_limit", nodepool="metrics-b", resource_type="cpu") is None
+
+
+def test_series_of_a_deleted_nodepool_are_removed() -> None:
+    pool = _nodepool("metrics-c", [{"nodes": "1"}], {"cpu": "10"})
+    state = _State([pool], [_node("c-0", "metrics-c")])
+    controller = _controller(state)
+    controller.reconcile()
+    assert _value("karpenter_nodepools_limit", nodepool="metrics-c", resource_type="cpu") == 10
+    state.pools = []
+    controller.reconcile()
+    for family in metrics.REGISTRY.collect():
+        assert all(s.labels.get("nodepool") != "metrics-c" for s in family.samples), family.name
+
+
+def test_removed_limit_is_no_longer_exported() -> None:
+    pool = _nodepool("metrics-d", [{"nodes": "1"}], {"cpu": "10", "memory": "10Gi"})
+    state = _State([pool], [_node("d-0", "metrics-d")])
+    controller = _controller(state)
+    controller.reconcile()
+    state.pools = [_nodepool("metrics-d", [{"nodes": "1"}], {"cpu": "10"})]
+    controller.reconcile()
+    limit = "karpenter_nodepools_limit"
+    assert _value(limit, nodepool="metrics-d", resource_type="memory") is None
+    assert _value(limit, nodepool="metrics-d", resource_type="cpu") == 10
+
+
+def test_nodeclaim_and_node_counters_carry_upstream_labels() -> None:
+    labels = {
+        "karpenter.sh/nodepool": "metrics-e",
+        "karpenter.sh/capacity-type": "spot",
+        "topology.kubernetes.io/zone": "zone-a",
+    }
+    metrics.nodeclaim_created("provisioned", "metrics-e", min_values_relaxed=True)
+    assert (
+        _value(
+            "karpenter_nodeclaims_created_total",
+            reason="provisioned",
+            nodepool="metrics-e",
+            min_values_relaxed="true",
+        )
+        == 1
+    )
+    metrics.nodeclaim_disrupted("drifted", labels)
+    assert (
+        _value(
+            "karpenter_nodeclaims_disrupted_total",
+            reason="drifted",
+            nodepool="metrics-e",
+            capacity_type="spot",
+        )
+        == 1
+    )
+    metrics.nodeclaim_terminated(labels, time.time() - 5)
+    terminated = {"nodepool": "metrics-e", "capacity_type": "spot", "zone": "zone-a"}
+    assert _value("karpenter_nodeclaims_terminated_total", **terminated) == 1
+    duration = "karpenter_nodeclaims_termination_duration_seconds"
+    assert _value(f"{duration}_sum", nodepool="metrics-e") == pytest.approx(5, abs=1)
+    metrics.node_created(labels)
+    assert _value("karpenter_nodes_created_total", nodepool="metrics-e", zone="zone-a") == 1
+    metrics.node_terminated(labels, time.time() - 3000, time.time() - 10)
+    assert _value("karpenter_nodes_terminated_total", nodepool="metrics-e", zone="zone-a") == 1
+    node_duration = "karpenter_nodes_termination_duration_seconds_sum"
+    assert _value(node_duration, nodepool="metrics-e") == pytest.approx(10, abs=1)
+    lifetime = "karpenter_nodes_lifetime_duration_seconds_bucket"
+    assert _value(lifetime, nodepool="metrics-e", le="2700.0") == 0
+    assert _value(lifetime, nodepool="metrics-e", le="3600.0") == 1
+
+
+def test_scheduling_run_replaces_the_previous_queue_depth_series() -> None:
+    metrics.scheduling_started("metrics-test", 7)
+    metrics.scheduling_started("metrics-test", 3)
+    samples = [
+        s
+        for family in metrics.SCHEDULER_QUEUE_DEPTH.collect()
+        for s in family.samples
+        if s.labels["controller"] == "metrics-test"
+    ]
+    assert [s.value for s in samples] == [3]
+    assert samples[0].labels["scheduling_id"]
+
+
+_DEFINITION = re.compile(r"^([A-Z][A-Z_]+) = _?(?:counter|gauge|histogram|summary)\(", re.I | re.M)
+_BLOCK = re.compile(r"^(?:def|class) (\w+)\b(.*?)(?=^\S)", re.S | re.M)
+_SETTER = r"\.(?:labels|inc|set|observe|set_function)\("
+
+
+def test_every_registered_metric_is_set_by_some_code() -> None:
+    """Each metric metrics.py registers is set by code outside it: directly
+    (``metrics.NAME.inc()``), or by a helper of metrics.py (or what the helper calls) that code
+    outside calls."""
+    source = (ROOT / "karpenter_core/operator/metrics.py").read_text()
+    names = _DEFINITION.findall(source)
+    assert "NODEPOOLS_ALLOWED_DISRUPTIONS" in names and "CLOUDPROVIDER_DURATION" in names
+    code = "\n".join(
+        path.read_text()
+        for base in ("karpenter_core", "providers")
+        for path in (ROOT / base).rglob("*.py")
+        if path != ROOT / "karpenter_core/operator/metrics.py"
+    )
+    blocks = {m.group(1): m.group(2) for m in _BLOCK.finditer(source + "\nend")}
+    reachable = {
+        name
+        for name in blocks
+        if not name.startswith("_") and re.search(rf"metrics\.{name}\(", code)
+    }
+    while True:
+        more = {
+            name
+            for name in blocks
+            if name not in reachable
+            and any(re.search(rf"\b{name}\b", blocks[r]) for r in reachable)
+        }
+        if not more:
+            break
+        reachable |= more
+    unset = [
+        name
+        for name in names
+        if not re.search(rf"metrics\.{name}{_SETTER}", code)
+        and not any(re.search(rf"\b{name}{_SETTER}", blocks[r]) for r in reachable)
+    ]
+    assert unset == []
+
+
+class _FailingProvider:
+    name = "metrics-fake"
+
+    def create(self, nodeclaim: Any) -> Any:
+        raise InsufficientCapacity("no capacity")
+
+    def delete(self, nodeclaim: Any) -> None:
+        raise RuntimeError("boom")
+
+
+def test_provider_calls_are_labelled_with_upstream_method_and_error_names() -> None:
+    provider = metrics.instrument(_FailingProvider())
+    with pytest.raises(InsufficientCapacity):
+        provider.create(None)
+    with pytest.raises(RuntimeError):
+        provider.delete(None)
+    labels = {"controller": "", "provider": "metrics-fake"}
+    errors = "karpenter_cloudprovider_errors_total"
+    assert _value(errors, **labels, method="Create", error="InsufficientCapacityError") == 1
+    assert _value(errors, **labels, method="Delete", error="") == 1
+    assert _value("karpenter_cloudprovider_duration_seconds_count", **labels, method="Create") == 1
+
+
+def test_evaluation_duration_is_labelled_by_reason() -> None:
+    metrics.DISRUPTION_EVALUATION_DURATION.labels("empty", "empty").observe(0.5)
+    name = "karpenter_voluntary_disruption_decision_evaluation_duration_seconds_count"
+    assert (_value(name, reason="empty", consolidation_type="empty") or 0) >= 1
