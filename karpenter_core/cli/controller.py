@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -14,8 +15,11 @@ from karpenter_core.operator.settings import Settings, SettingsError
 
 __all__ = ["controller"]
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+"""A command function being decorated."""
 
-def _settings_options(command: click.Command) -> click.Command:
+
+def _settings_options(command: _F) -> _F:
     """One ``--<setting>`` option per operator setting (its environment variable otherwise);
     a provider option declared already under the same name serves both."""
     declared = {param.name for param in getattr(command, "__click_params__", ())}

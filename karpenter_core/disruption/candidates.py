@@ -204,7 +204,7 @@ def candidates(
             if not include_blocked:
                 continue
         instance_type, offering = _offering(
-            node, snapshot.instance_types.get(nodepool.metadata.name, ())
+            node, snapshot.instance_types.get(nodepool.metadata.name or "", ())
         )
         cost = sum(_eviction_cost(p) for p in pods) * lifetime_remaining(node, nodepool, now)
         out.append(Candidate(node, nodepool, instance_type, offering, pods, cost))

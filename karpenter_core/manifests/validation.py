@@ -354,7 +354,7 @@ def _check_label_selector(selector: Any, path: str) -> None:
         at = f"{expressions}[{i}]"
         expression = mapping(expression, at)
         _string(expression.get("key"), f"{at}.key", required=True)
-        operator = expression.get("operator")
+        operator: Any = expression.get("operator")
         _choice(operator, f"{at}.operator", tuple(_SELECTOR_OPERATORS))
         values = [
             _text(v, f"{at}.values[{j}]")

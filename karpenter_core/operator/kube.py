@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -237,13 +237,13 @@ class KubeClient:
                 payload = response.read()
             finally:
                 response.release_conn()
-            error = _error(response.status, payload, response.headers)
+            failure = _error(response.status, payload, response.headers)
             throttled = retry_throttled and "Retry-After" in response.headers
-            if not isinstance(error, TooManyRequests) or not throttled:
-                raise error
+            if not isinstance(failure, TooManyRequests) or not throttled:
+                raise failure
             if attempt == THROTTLE_RETRIES:
-                raise error
-            time.sleep(min(error.retry_after, 10.0))
+                raise failure
+            time.sleep(min(failure.retry_after, 10.0))
         raise AssertionError("unreachable")
 
     def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
@@ -290,7 +290,7 @@ class KubeClient:
         resource_version: str,
         timeout_seconds: int = 300,
         params: Mapping[str, Any] | None = None,
-    ) -> Iterator[tuple[str, dict[str, Any]]]:
+    ) -> Generator[tuple[str, dict[str, Any]], None, None]:
         """Stream (event type, object) from ``resource_version``, bookmarks included.
 
         Ends when the server closes the watch after ``timeout_seconds``. A watch silent for

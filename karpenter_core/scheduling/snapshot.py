@@ -10,7 +10,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import QuantityError, parse_quantity, to_milli
@@ -190,7 +190,7 @@ class PodInfo:
         self.nominated_node = nominated_node
 
     @classmethod
-    def from_manifest(cls, obj: Mapping[str, Any]) -> PodInfo:
+    def from_manifest(cls, obj: Mapping[str, Any]) -> Self:
         """Decode a Pod object; raise ``DecodeError`` naming the field on bad input."""
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
@@ -206,7 +206,7 @@ class PodInfo:
     @classmethod
     def from_spec(
         cls, namespace: str, name: str, spec: Mapping[str, Any], meta: Mapping[str, Any]
-    ) -> PodInfo:
+    ) -> Self:
         """Decode a pod from its spec and metadata (for pod templates too)."""
         affinity = spec.get("affinity") or {}
         node_affinity = affinity.get("nodeAffinity") or {}
@@ -337,7 +337,7 @@ class NodeInfo:
         ) = None
 
     @classmethod
-    def from_manifest(cls, obj: Mapping[str, Any]) -> NodeInfo:
+    def from_manifest(cls, obj: Mapping[str, Any]) -> Self:
         """Decode a Node object (allocatable falls back to capacity)."""
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}

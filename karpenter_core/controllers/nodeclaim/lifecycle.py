@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from enum import Enum
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
@@ -132,10 +133,10 @@ class LifecycleController(LoopController):
                     nodeclaim, now, settings.launch_timeout, settings.registration_timeout
                 )
                 if reason is not None:
-                    self.workers.submit(name, lambda n=name, r=reason: self._expire(n, r))
+                    self.workers.submit(name, partial(self._expire, name, reason))
                     continue
             if step is not Step.NONE:
-                self.workers.submit(name, lambda n=name, s=step: self._step(n, s))
+                self.workers.submit(name, partial(self._step, name, step))
         self.workers.forget(names)
 
     def _step(self, name: str, step: Step) -> float | None:

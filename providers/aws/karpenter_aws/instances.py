@@ -9,6 +9,7 @@ EC2; terminating always reads the instance afresh.
 
 from __future__ import annotations
 
+import builtins
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -242,7 +243,7 @@ class Instances:
         lowest id when there are several)."""
         return self._lookups.add(None, nodeclaim)
 
-    def _find_many(self, nodeclaims: list[str]) -> list[Instance | None]:
+    def _find_many(self, nodeclaims: builtins.list[str]) -> builtins.list[Instance | None]:
         names = sorted(set(nodeclaims))
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         found = self._describe(
@@ -277,7 +278,9 @@ class Instances:
             raise _api_error(f"terminating instance {instance_id}", error) from None
         return instance
 
-    def _describe(self, filters: list[dict[str, Any]], action: str) -> list[Instance]:
+    def _describe(
+        self, filters: builtins.list[dict[str, Any]], action: str
+    ) -> builtins.list[Instance]:
         out: list[Instance] = []
         try:
             pages = self._ec2.get_paginator("describe_instances").paginate(

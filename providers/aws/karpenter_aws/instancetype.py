@@ -206,7 +206,7 @@ def shape(info: Mapping[str, Any]) -> Shape | None:
     if virtualization is not None and "hvm" not in virtualization:
         return None
     processor = info.get("ProcessorInfo") or {}
-    architectures = processor.get("SupportedArchitectures") or ()
+    architectures: Sequence[str] = processor.get("SupportedArchitectures") or ()
     arch = next((ARCHITECTURES[a] for a in architectures if a in ARCHITECTURES), None)
     if arch is None:
         return None
@@ -265,7 +265,7 @@ def shape(info: Mapping[str, Any]) -> Shape | None:
         reqs.append(_label(labels.LABEL_INSTANCE_EBS_BANDWIDTH, ebs_mbps))
 
     extended: dict[str, int] = {}
-    gpus = (info.get("GpuInfo") or {}).get("Gpus") or ()
+    gpus: Sequence[Any] = (info.get("GpuInfo") or {}).get("Gpus") or ()
     for gpu in gpus:
         resource = {
             "NVIDIA": RESOURCE_NVIDIA_GPU,
@@ -283,8 +283,10 @@ def shape(info: Mapping[str, Any]) -> Shape | None:
         reqs.append(_label(labels.LABEL_INSTANCE_GPU_COUNT, gpu.get("Count", 0)))
         gpu_memory = (gpu.get("MemoryInfo") or {}).get("SizeInMiB", 0)
         reqs.append(_label(labels.LABEL_INSTANCE_GPU_MEMORY, gpu_memory))
-    neuron = (info.get("NeuronInfo") or {}).get("NeuronDevices") or ()
-    accelerators = (info.get("InferenceAcceleratorInfo") or {}).get("Accelerators") or ()
+    neuron: Sequence[Any] = (info.get("NeuronInfo") or {}).get("NeuronDevices") or ()
+    accelerators: Sequence[Any] = (info.get("InferenceAcceleratorInfo") or {}).get(
+        "Accelerators"
+    ) or ()
     if len(accelerators) == 1 and not info.get("NeuronInfo"):
         accelerator = accelerators[0]
         reqs.append(

@@ -80,7 +80,8 @@ def parse_message(body: str | bytes | None) -> InterruptionMessage | None:
         return None
     if not isinstance(detail, dict):
         return None
-    event_id = event.get("id") if isinstance(event.get("id"), str) else ""
+    raw_id = event.get("id")
+    event_id = raw_id if isinstance(raw_id, str) else ""
     start = _time(event.get("time"))
     if event.get("version", "0") != "0":
         return InterruptionMessage(NO_OP, (), start, NO_ACTION, event_id)

@@ -192,7 +192,7 @@ def resolve_status(
         conditions.append(
             Condition(
                 type=name,
-                status=outcome.status,  # type: ignore[arg-type]
+                status=outcome.status,
                 reason=outcome.reason,
                 message=outcome.message,
                 last_transition_time=(
@@ -454,10 +454,10 @@ class NodeClassController:
             ("securityGroups", "security groups"),
             ("amis", "AMIs"),
         ):
-            old = sorted({item["id"] for item in before.get(field) or ()})
-            new = sorted({item["id"] for item in after.get(field) or ()})
-            if new and new != old:
-                self._log.info("nodeclass: EC2NodeClass %s: %s %s", name, what, ", ".join(new))
+            old_ids = sorted({item["id"] for item in before.get(field) or ()})
+            new_ids = sorted({item["id"] for item in after.get(field) or ()})
+            if new_ids and new_ids != old_ids:
+                self._log.info("nodeclass: EC2NodeClass %s: %s %s", name, what, ", ".join(new_ids))
         old_conditions = {c["type"]: c for c in before.get("conditions") or ()}
         for condition in after.get("conditions") or ():
             old = old_conditions.get(condition["type"])

@@ -9,6 +9,7 @@ which the caller base64-encodes into the launch template.
 
 from __future__ import annotations
 
+import email.message
 import email.parser
 import email.policy
 import math
@@ -17,7 +18,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -190,7 +191,8 @@ def _mime_parts(options: BootstrapOptions, text: str) -> list[tuple[str, str]]:
             "the MIME archive cannot be parsed: check the boundary lines and the headers"
         )
     parts = []
-    for part in payload:
+    # The payload of a multipart message is a list of messages.
+    for part in cast("list[email.message.Message]", payload):
         if part.is_multipart():
             raise options.error("nested MIME multipart archives are not supported")
         content = part.get_payload()
