@@ -12,6 +12,7 @@ from karpenter_core.controllers.node_repair import NodeRepair
 from karpenter_core.controllers.nodeclaim.lifecycle import LifecycleController
 from karpenter_core.controllers.nodepool import NodePoolController
 from karpenter_core.controllers.provisioning import Provisioner
+from karpenter_core.controllers.status_conditions import StatusConditionController
 from karpenter_core.controllers.termination import TerminationController
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ def build_controllers(operator: Operator) -> list[Controller]:
         provisioner,
         LifecycleController(context),
         NodePoolController(context),
+        StatusConditionController(context),
         TerminationController(context),
         GarbageCollector(context),
         DisruptionController(context),

@@ -222,6 +222,7 @@ class DisruptionController(LoopController):
                     "disruption command no longer valid",
                     extra={"reason": command.reason, "nodes": _names(command)},
                 )
+                metrics.DISRUPTION_FAILED_VALIDATIONS.labels(consolidation_type(command)).inc()
                 return
             command = again
         self.execute(command, nodepools)

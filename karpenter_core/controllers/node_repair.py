@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from karpenter_core.apis import labels as wk
 from karpenter_core.controllers.objects import nodeclaim_path
 from karpenter_core.controllers.runtime import LoopController
 from karpenter_core.operator import metrics
@@ -96,6 +97,12 @@ class NodeRepair(LoopController):
                 node, "Warning", "Disrupted", f"Repairing node: condition {matched} past toleration"
             )
             metrics.nodeclaim_disrupted("unhealthy", node.labels)
+            metrics.NODECLAIMS_UNHEALTHY_DISRUPTED.labels(
+                metrics.snake_case(matched.split("=", 1)[0]),
+                node.labels.get(wk.NODEPOOL, ""),
+                node.labels.get(wk.CAPACITY_TYPE, ""),
+                claim.status.image_id or "",
+            ).inc()
             try:
                 context.client.delete(nodeclaim_path(name))
             except NotFound:

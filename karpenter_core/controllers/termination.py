@@ -23,12 +23,19 @@ from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.duration import parse_duration
+from karpenter_core.apis.v1.nodeclaim import CONDITION_DISRUPTION_REASON
 from karpenter_core.cloudprovider.types import NodeClaimNotFound
-from karpenter_core.controllers.objects import node_path, nodeclaim_path, pod_path
+from karpenter_core.controllers.objects import node_path, nodeclaim_path, pod_path, status_condition
 from karpenter_core.controllers.runtime import KeyedWorkers, LoopController
 from karpenter_core.controllers.writes import remove_finalizer
 from karpenter_core.operator import metrics
-from karpenter_core.operator.kube import Conflict, NotFound, TooManyRequests, retry_on_conflict
+from karpenter_core.operator.kube import (
+    ApiError,
+    Conflict,
+    NotFound,
+    TooManyRequests,
+    retry_on_conflict,
+)
 from karpenter_core.scheduling.taints import Taint, untolerated
 
 if TYPE_CHECKING:
@@ -36,7 +43,14 @@ if TYPE_CHECKING:
     from karpenter_core.controllers.context import Context
     from karpenter_core.operator.state import ClusterNode, ClusterPod
 
-__all__ = ["DISRUPTED_TAINT", "DrainPlan", "TerminationController", "drain_plan", "tier_of"]
+__all__ = [
+    "DISRUPTED_TAINT",
+    "DrainPlan",
+    "TerminationController",
+    "drain_plan",
+    "drain_reason",
+    "tier_of",
+]
 
 log = logging.getLogger("karpenter.termination")
 
@@ -98,6 +112,17 @@ def drain_plan(pods: Iterable[ClusterPod], now: datetime, deadline: datetime | N
         else:
             plan.evict.append(pod)
     return plan
+
+
+def drain_reason(nodeclaim: NodeClaim | None) -> str:
+    """The ``reason`` of pods drained from a node: its NodeClaim's DisruptionReason when True,
+    else "Forceful Termination" (a NodeClaim deleted by hand); "" without a NodeClaim."""
+    if nodeclaim is None:
+        return ""
+    found = status_condition(nodeclaim, CONDITION_DISRUPTION_REASON)
+    if found is not None and found.status == "True":
+        return found.reason
+    return "Forceful Termination"
 
 
 def termination_deadline(nodeclaim: NodeClaim | None) -> datetime | None:
@@ -200,7 +225,7 @@ class TerminationController(LoopController):
             self._taint(name)
         plan = drain_plan(state.pods_on(name), context.now(), termination_deadline(claim))
         if not plan.drained:
-            self._drain(node, plan)
+            self._drain(node, plan, drain_reason(claim))
             return 1.0
         if claim is not None and not self._instance_gone(claim):
             return context.settings.nodeclaim_requeue
@@ -245,19 +270,25 @@ class TerminationController(LoopController):
         except NotFound:
             return
 
-    def _drain(self, node: ClusterNode, plan: DrainPlan) -> None:
+    def _drain(self, node: ClusterNode, plan: DrainPlan, reason: str) -> None:
         context = self.context
         blocked: list[str] = []
         for pod in plan.evict:
             try:
                 context.client.evict(pod.namespace, pod.name)
-                context.events.publish(
-                    pod, "Normal", "Evicted", f"Evicted pod: draining node {node.name}"
-                )
-            except TooManyRequests as error:
-                blocked.append(f"{pod.key}: {error.message}")
-            except (NotFound, Conflict):
+            except ApiError as error:
+                if error.status:
+                    metrics.PODS_EVICTION_REQUESTS.labels(str(error.status)).inc()
+                if isinstance(error, TooManyRequests):
+                    blocked.append(f"{pod.key}: {error.message}")
+                elif not isinstance(error, (NotFound, Conflict)):
+                    raise
                 continue
+            metrics.PODS_EVICTION_REQUESTS.labels("200").inc()
+            metrics.PODS_DRAINED.labels(reason).inc()
+            context.events.publish(
+                pod, "Normal", "Evicted", f"Evicted pod: draining node {node.name}"
+            )
         for pod, grace in plan.delete:
             try:
                 context.client.delete(pod_path(pod.namespace, pod.name), grace_period=grace)

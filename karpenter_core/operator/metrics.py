@@ -8,9 +8,10 @@ take an object's labels (a NodeClaim's or a Node's) and pick the metric labels f
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary
@@ -25,6 +26,7 @@ from karpenter_core.operator import logs
 
 __all__ = [
     "REGISTRY",
+    "StatusMetrics",
     "error_label",
     "forget_nodepool",
     "instrument",
@@ -34,6 +36,7 @@ __all__ = [
     "nodeclaim_disrupted",
     "nodeclaim_terminated",
     "scheduling_started",
+    "snake_case",
 ]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -108,6 +111,20 @@ NODES_LIFETIME = _histogram(
     ("nodepool",),
     _LIFETIME_BUCKETS,
 )
+NODECLAIMS_UNHEALTHY_DISRUPTED = _counter(
+    "nodeclaims_unhealthy_disrupted_total",
+    "Unhealthy NodeClaims disrupted by node repair, by the node condition, NodePool, capacity type "
+    "and image.",
+    ("condition", "nodepool", "capacity_type", "image_id"),
+)
+PODS_EVICTION_REQUESTS = _counter(
+    "pods_eviction_requests_total", "Pod eviction requests, by response code.", ("code",)
+)
+PODS_DRAINED = _counter(
+    "pods_drained_total",
+    "Pods evicted while draining a node, by the node's disruption reason.",
+    ("reason",),
+)
 PODS_STARTUP_DURATION = _summary(
     "pods_startup_duration_seconds", "Time from a pod's creation until it is running."
 )
@@ -162,6 +179,11 @@ NODEPOOLS_NODES_CONSUMING_BUDGETS = _gauge(
 )
 
 # Voluntary disruption
+DISRUPTION_FAILED_VALIDATIONS = _counter(
+    "voluntary_disruption_failed_validations_total",
+    "Disruption commands that failed validation, by consolidation type.",
+    ("consolidation_type",),
+)
 DISRUPTION_DECISIONS = _counter(
     "voluntary_disruption_decisions_total",
     "Disruption decisions made.",
@@ -174,6 +196,51 @@ DISRUPTION_EVALUATION_DURATION = _histogram(
     "voluntary_disruption_decision_evaluation_duration_seconds",
     "Duration of one disruption evaluation, by the reason it decided on.",
     ("reason", "consolidation_type"),
+)
+
+# operatorpkg's status metrics (``operator_`` prefix): the generic forms carry group and kind;
+# the per-kind forms (``operator_<kind>_...``) are built by ``status_metrics``.
+_CONDITION_BUCKETS = tuple(0.5 * 2**i for i in range(15))
+_OBJECT = ("namespace", "name")
+_CONDITION = ("type", "status", "reason")
+_KIND = ("group", "kind")
+STATUS_CONDITION_COUNT = Gauge(
+    "operator_status_condition_count",
+    "1 for each condition an object has, by type, status and reason.",
+    (*_OBJECT, *_CONDITION, *_KIND),
+    registry=REGISTRY,
+)
+STATUS_CONDITION_CURRENT_STATUS = Gauge(
+    "operator_status_condition_current_status_seconds",
+    "Seconds a condition has had its current status.",
+    (*_OBJECT, *_CONDITION, *_KIND),
+    registry=REGISTRY,
+)
+STATUS_CONDITION_TRANSITIONS = Counter(
+    "operator_status_condition_transitions_total",
+    "Condition transitions observed, by type, status and reason.",
+    (*_CONDITION, *_KIND),
+    registry=REGISTRY,
+)
+STATUS_CONDITION_TRANSITION_SECONDS = Histogram(
+    "operator_status_condition_transition_seconds",
+    "Seconds a condition had a status before it changed.",
+    ("type", "status", *_KIND),
+    registry=REGISTRY,
+    buckets=_DEFAULT_BUCKETS,
+)
+TERMINATION_CURRENT_TIME = Gauge(
+    "operator_termination_current_time_seconds",
+    "Seconds an object has been terminating.",
+    (*_OBJECT, *_KIND),
+    registry=REGISTRY,
+)
+TERMINATION_DURATION = Histogram(
+    "operator_termination_duration_seconds",
+    "Seconds from an object's deletion until it is gone.",
+    _KIND,
+    registry=REGISTRY,
+    buckets=_DEFAULT_BUCKETS,
 )
 
 
@@ -310,3 +377,155 @@ def instrument(provider: Any) -> Any:
     """Wrap a CloudProvider so every call is timed and counted (the controller label comes
     from the ``controller`` field bound with ``logs.bind``)."""
     return _Instrumented(provider)
+
+
+def snake_case(name: str) -> str:
+    """``MemoryPressure`` -> ``memory_pressure``, as upstream turns condition types into labels."""
+    snake = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", snake).lower()
+
+
+def _label_name(key: str) -> str:
+    return re.sub(r"[/.-]", "_", key)
+
+
+def _per_kind(metric_type: Any, name: str, doc: str, labels: tuple[str, ...], **kw: Any) -> Any:
+    """Register a per-kind metric, replacing one of the same name built earlier (tests build
+    the controllers more than once)."""
+    previous = _PER_KIND.pop(name, None)
+    if previous is not None:
+        REGISTRY.unregister(previous)
+    metric = metric_type(name, doc, labels, registry=REGISTRY, **kw)
+    _PER_KIND[name] = metric
+    return metric
+
+
+_PER_KIND: dict[str, Any] = {}
+
+
+def _child(metric: Any, values: tuple[str, ...]) -> Any:
+    return metric.labels(*values) if values else metric
+
+
+class StatusMetrics:
+    """One kind's condition and termination metrics, as operatorpkg's status controller exports
+    them: ``operator_<kind>_status_condition_*`` and ``operator_<kind>_termination_*`` with the
+    object labels ``labels`` (label keys such as ``karpenter.sh/nodepool``) added, and, when
+    ``generic``, the ``operator_status_condition_*`` and ``operator_termination_*`` forms
+    labelled with group and kind."""
+
+    def __init__(self, group: str, kind: str, labels: Sequence[str], generic: bool) -> None:
+        self.group, self.kind, self.generic = group, kind, generic
+        prefix = f"operator_{kind.lower()}"
+        extra = tuple(re.sub(r"[/.-]", "_", key) for key in labels)
+        gauge = (*_OBJECT, *_CONDITION, *extra)
+        self.count = _per_kind(
+            Gauge, f"{prefix}_status_condition_count", STATUS_CONDITION_COUNT._documentation, gauge
+        )
+        self.current = _per_kind(
+            Gauge,
+            f"{prefix}_status_condition_current_status_seconds",
+            STATUS_CONDITION_CURRENT_STATUS._documentation,
+            gauge,
+        )
+        self.transitions = _per_kind(
+            Counter,
+            f"{prefix}_status_condition_transitions",
+            STATUS_CONDITION_TRANSITIONS._documentation,
+            (*_CONDITION, *extra),
+        )
+        self.transition_seconds = _per_kind(
+            Histogram,
+            f"{prefix}_status_condition_transition_seconds",
+            STATUS_CONDITION_TRANSITION_SECONDS._documentation,
+            ("type", "status", *extra),
+            buckets=_CONDITION_BUCKETS,
+        )
+        self.terminating = _per_kind(
+            Gauge,
+            f"{prefix}_termination_current_time_seconds",
+            TERMINATION_CURRENT_TIME._documentation,
+            (*_OBJECT, *extra),
+        )
+        self.termination = _per_kind(
+            Histogram,
+            f"{prefix}_termination_duration_seconds",
+            TERMINATION_DURATION._documentation,
+            extra,
+            buckets=_CONDITION_BUCKETS,
+        )
+
+    def condition(
+        self,
+        obj: tuple[str, str],
+        condition: tuple[str, str, str],
+        values: tuple[str, ...],
+        seconds: float,
+    ) -> None:
+        """Export a condition an object has, and how long it has had its status."""
+        self.count.labels(*obj, *condition, *values).set(1)
+        self.current.labels(*obj, *condition, *values).set(seconds)
+        if self.generic:
+            STATUS_CONDITION_COUNT.labels(*obj, *condition, self.group, self.kind).set(1)
+            STATUS_CONDITION_CURRENT_STATUS.labels(*obj, *condition, self.group, self.kind).set(
+                seconds
+            )
+
+    def forget_condition(
+        self,
+        obj: tuple[str, str],
+        condition: tuple[str, str, str],
+        values: tuple[str, ...],
+        changed: bool,
+    ) -> None:
+        """Drop an object's condition series; the generic ones (which do not carry the
+        object's labels) only if the condition ``changed``."""
+        for metric, generic in (
+            (self.count, STATUS_CONDITION_COUNT),
+            (self.current, STATUS_CONDITION_CURRENT_STATUS),
+        ):
+            metric.remove(*obj, *condition, *values)
+            if self.generic and changed:
+                generic.remove(*obj, *condition, self.group, self.kind)
+
+    def transition(
+        self,
+        condition: tuple[str, str, str],
+        values: tuple[str, ...],
+        previous: tuple[str, float] | None,
+    ) -> None:
+        """Count a condition reaching a status; ``previous`` is the status it had before and
+        for how many seconds, when that was seen."""
+        self.transitions.labels(*condition, *values).inc()
+        if self.generic:
+            STATUS_CONDITION_TRANSITIONS.labels(*condition, self.group, self.kind).inc()
+        if previous is None:
+            return
+        status, seconds = previous
+        self.transition_seconds.labels(condition[0], status, *values).observe(seconds)
+        if self.generic:
+            STATUS_CONDITION_TRANSITION_SECONDS.labels(
+                condition[0], status, self.group, self.kind
+            ).observe(seconds)
+
+    def terminating_for(
+        self, obj: tuple[str, str], values: tuple[str, ...], seconds: float
+    ) -> None:
+        """Export how long an object has been terminating."""
+        self.terminating.labels(*obj, *values).set(seconds)
+        if self.generic:
+            TERMINATION_CURRENT_TIME.labels(*obj, self.group, self.kind).set(seconds)
+
+    def terminated(
+        self, obj: tuple[str, str], values: tuple[str, ...], seconds: float | None
+    ) -> None:
+        """An object is gone: drop its termination series and, if it was seen terminating,
+        record how long its termination took."""
+        self.terminating.remove(*obj, *values)
+        if self.generic:
+            TERMINATION_CURRENT_TIME.remove(*obj, self.group, self.kind)
+        if seconds is None:
+            return
+        _child(self.termination, values).observe(seconds)
+        if self.generic:
+            TERMINATION_DURATION.labels(self.group, self.kind).observe(seconds)

@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
-from karpenter_core.cloudprovider.types import InsufficientCapacity
+from karpenter_core.cloudprovider.types import InsufficientCapacity, RepairPolicy
 from karpenter_core.controllers.context import Context
+from karpenter_core.controllers.node_repair import NodeRepair
 from karpenter_core.controllers.nodepool import NodePoolController
+from karpenter_core.controllers.status_conditions import StatusConditionController
+from karpenter_core.controllers.termination import DrainPlan, TerminationController, drain_reason
 from karpenter_core.operator import metrics
-from karpenter_core.operator.state import ClusterNode
+from karpenter_core.operator.kube import NotFound, TooManyRequests
+from karpenter_core.operator.state import ClusterNode, ClusterPod
+from karpenter_kwok.nodeclass import KWOKNodeClass
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parents[2]
@@ -296,3 +302,260 @@ def test_evaluation_duration_is_labelled_by_reason() -> None:
     metrics.DISRUPTION_EVALUATION_DURATION.labels("empty", "empty").observe(0.5)
     name = "karpenter_voluntary_disruption_decision_evaluation_duration_seconds_count"
     assert (_value(name, reason="empty", consolidation_type="empty") or 0) >= 1
+
+
+# -- status conditions, drain and repair ----------------------------------------------------------
+
+
+def _get(metric: str, *groups: dict[str, str], **labels: str) -> float | None:
+    merged = {k: v for group in groups for k, v in group.items()}
+    return metrics.REGISTRY.get_sample_value(metric, {**merged, **labels})
+
+
+def _claim_manifest(name: str, conditions: list[dict[str, str]], **meta: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "pool-s"}, **meta},
+        "spec": {
+            "requirements": [],
+            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "nc"},
+        },
+        "status": {"conditions": conditions},
+    }
+
+
+class _ClaimState:
+    def __init__(self) -> None:
+        self.claims: list[NodeClaim] = []
+        self.pools: list[NodePool] = []
+
+    def nodeclaims(self) -> list[NodeClaim]:
+        return self.claims
+
+    def nodepools(self) -> list[NodePool]:
+        return self.pools
+
+    def generation(self) -> int:
+        return 0
+
+
+class _NodeClassProvider:
+    def supported_node_classes(self) -> list[type[Any]]:
+        return [KWOKNodeClass]
+
+
+def test_status_condition_metrics_follow_nodeclaim_conditions() -> None:
+    state = _ClaimState()
+    context = Context(
+        settings=None,  # type: ignore[arg-type]
+        client=None,  # type: ignore[arg-type]
+        state=state,  # type: ignore[arg-type]
+        provider=_NodeClassProvider(),  # type: ignore[arg-type]
+        events=None,  # type: ignore[arg-type]
+    )
+    controller = StatusConditionController(context)
+    launched = {"type": "Launched", "status": "True", "reason": "Launched"}
+    unknown = {"type": "Ready", "status": "Unknown", "reason": "AwaitingReconciliation"}
+    start = datetime.fromtimestamp(time.time() - 60, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    state.claims = [
+        NodeClaim.from_manifest(
+            _claim_manifest(
+                "claim-s",
+                [
+                    {**launched, "lastTransitionTime": start},
+                    {**unknown, "lastTransitionTime": start},
+                ],
+            )
+        )
+    ]
+    controller.reconcile()
+
+    extra = {"karpenter_kwok_sh_kwoknodeclass": "nc", "karpenter_sh_nodepool": "pool-s"}
+    obj = {"namespace": "", "name": "claim-s"}
+    ready_unknown = {"type": "Ready", "status": "Unknown", "reason": "AwaitingReconciliation"}
+    count = "operator_nodeclaim_status_condition_count"
+    assert _get(count, obj, ready_unknown, extra) == 1
+    generic = {"group": "karpenter.sh", "kind": "NodeClaim"}
+    assert _get("operator_status_condition_count", obj, ready_unknown, generic) == 1
+    seconds = _get(
+        "operator_nodeclaim_status_condition_current_status_seconds",
+        obj,
+        ready_unknown,
+        extra,
+    )
+    assert seconds is not None and 59 <= seconds <= 120
+    transitions = "operator_nodeclaim_status_condition_transitions_total"
+    assert _value(transitions, **ready_unknown, **extra) == 1
+
+    later = datetime.fromtimestamp(time.time() - 30, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ready = {"type": "Ready", "status": "True", "reason": "Ready"}
+    deleted = {"deletionTimestamp": later, "finalizers": ["karpenter.sh/termination"]}
+    state.claims = [
+        NodeClaim.from_manifest(
+            _claim_manifest(
+                "claim-s",
+                [{**launched, "lastTransitionTime": start}, {**ready, "lastTransitionTime": later}],
+                **deleted,
+            )
+        )
+    ]
+    controller.reconcile()
+
+    assert _get(count, obj, ready_unknown, extra) is None
+    assert _get("operator_status_condition_count", obj, ready_unknown, generic) is None
+    assert _get(count, obj, ready, extra) == 1
+    assert _value(transitions, **ready, **extra) == 1
+    lasted = "operator_nodeclaim_status_condition_transition_seconds"
+    assert _value(f"{lasted}_count", type="Ready", status="Unknown", **extra) == 1
+    assert _value(f"{lasted}_sum", type="Ready", status="Unknown", **extra) == 30
+    terminating = "operator_nodeclaim_termination_current_time_seconds"
+    assert (_get(terminating, obj, extra) or 0) >= 29
+
+    state.claims = []
+    controller.reconcile()
+
+    assert _get(count, obj, ready, extra) is None
+    assert _get(terminating, obj, extra) is None
+    assert _value("operator_nodeclaim_termination_duration_seconds_count", **extra) == 1
+    assert (_value("operator_termination_duration_seconds_count", **generic) or 0) >= 1
+
+
+def test_status_condition_metrics_cover_nodepools() -> None:
+    state = _ClaimState()
+    pool = NodePool.from_manifest(
+        {
+            **_nodepool("pool-c", [], {}).to_manifest(),
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}]},
+        }
+    )
+    state.pools = [pool]
+    context = Context(
+        settings=None,  # type: ignore[arg-type]
+        client=None,  # type: ignore[arg-type]
+        state=state,  # type: ignore[arg-type]
+        provider=_NodeClassProvider(),  # type: ignore[arg-type]
+        events=None,  # type: ignore[arg-type]
+    )
+    StatusConditionController(context).reconcile()
+    labels = {
+        "namespace": "",
+        "name": "pool-c",
+        "type": "Ready",
+        "status": "True",
+        "reason": "Ready",
+    }
+    assert _get("operator_nodepool_status_condition_count", labels) == 1
+    assert (
+        _get("operator_status_condition_count", labels, group="karpenter.sh", kind="NodePool") == 1
+    )
+
+
+class _EvictingClient:
+    def evict(self, namespace: str, name: str) -> dict[str, Any]:
+        if name == "guarded":
+            raise TooManyRequests(429, "TooManyRequests", "violates a PDB", 0.0)
+        if name == "gone":
+            raise NotFound(404, "NotFound", "pods not found")
+        return {}
+
+
+class _Events:
+    def publish(self, *args: Any) -> None:
+        pass
+
+
+def _running_pod(name: str) -> ClusterPod:
+    return ClusterPod.decode(
+        {
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"nodeName": "node-d", "containers": [{"name": "c"}]},
+            "status": {"phase": "Running"},
+        }
+    )
+
+
+def test_drain_counts_eviction_requests_by_code_and_drained_pods_by_reason() -> None:
+    before = {
+        code: _value("karpenter_pods_eviction_requests_total", code=code) or 0
+        for code in ("200", "404", "429")
+    }
+    drained = _value("karpenter_pods_drained_total", reason="Underutilized") or 0
+    context = Context(
+        settings=None,  # type: ignore[arg-type]
+        client=_EvictingClient(),  # type: ignore[arg-type]
+        state=None,  # type: ignore[arg-type]
+        provider=None,  # type: ignore[arg-type]
+        events=_Events(),  # type: ignore[arg-type]
+    )
+    controller = TerminationController(context)
+    try:
+        claim = NodeClaim.from_manifest(
+            _claim_manifest(
+                "claim-d",
+                [{"type": "DisruptionReason", "status": "True", "reason": "Underutilized"}],
+            )
+        )
+        plan = DrainPlan(evict=[_running_pod(n) for n in ("web-1", "web-2", "guarded", "gone")])
+        controller._drain(_node("node-d", "pool-s"), plan, drain_reason(claim))
+    finally:
+        controller.close()
+
+    counts = {
+        code: (_value("karpenter_pods_eviction_requests_total", code=code) or 0) - before[code]
+        for code in before
+    }
+    assert counts == {"200": 2, "404": 1, "429": 1}
+    assert (_value("karpenter_pods_drained_total", reason="Underutilized") or 0) - drained == 2
+    assert drain_reason(NodeClaim.from_manifest(_claim_manifest("c", []))) == "Forceful Termination"
+
+
+class _RepairState:
+    def __init__(self, node: ClusterNode, claim: NodeClaim) -> None:
+        self.node, self.claim = node, claim
+
+    def nodes(self) -> list[ClusterNode]:
+        return [self.node, *(_node(f"healthy-{i}", "pool-r") for i in range(5))]
+
+    def nodeclaim_for_node(self, node: Any) -> NodeClaim:
+        return self.claim
+
+
+class _RepairProvider:
+    def repair_policies(self) -> list[RepairPolicy]:
+        return [RepairPolicy("MemoryPressure", "True", timedelta(minutes=1))]
+
+
+class _DeletingClient:
+    def delete(self, path: str) -> None:
+        pass
+
+
+def test_node_repair_counts_unhealthy_nodeclaims_by_condition() -> None:
+    since = datetime.fromtimestamp(time.time() - 600, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    node = ClusterNode.decode(
+        {
+            "metadata": {
+                "name": "node-r",
+                "labels": {"karpenter.sh/nodepool": "pool-r", "karpenter.sh/capacity-type": "spot"},
+            },
+            "spec": {"providerID": "p://r"},
+            "status": {
+                "conditions": [
+                    {"type": "MemoryPressure", "status": "True", "lastTransitionTime": since}
+                ]
+            },
+        }
+    )
+    claim = NodeClaim.from_manifest(
+        {**_claim_manifest("claim-r", []), "status": {"imageID": "ami-1"}}
+    )
+    context = Context(
+        settings=None,  # type: ignore[arg-type]
+        client=_DeletingClient(),  # type: ignore[arg-type]
+        state=_RepairState(node, claim),  # type: ignore[arg-type]
+        provider=_RepairProvider(),  # type: ignore[arg-type]
+        events=_Events(),  # type: ignore[arg-type]
+    )
+    NodeRepair(context).reconcile()
+    labels = {"nodepool": "pool-r", "capacity_type": "spot", "image_id": "ami-1"}
+    name = "karpenter_nodeclaims_unhealthy_disrupted_total"
+    assert _get(name, labels, condition="memory_pressure") == 1
