@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
+from karpenter_core.cloudprovider.validation import instance_types_of
 from karpenter_core.controllers.objects import (
     NODECLAIMS,
     name_of,
@@ -120,7 +121,7 @@ class DisruptionController(LoopController):
             key=lambda np: (-(np.spec.weight or 0), np.metadata.name or ""),
         )
         instance_types = {
-            np.metadata.name or "": context.provider.get_instance_types(np) for np in nodepools
+            np.metadata.name or "": instance_types_of(context.provider, np) for np in nodepools
         }
         catalog = {it.name: it for types in instance_types.values() for it in types}
         snapshot = context.state.snapshot(instance_types)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, to_milli
 from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
+from karpenter_core.cloudprovider.validation import instance_types_of
 from karpenter_core.controllers.objects import (
     NODECLAIMS,
     name_of,
@@ -320,7 +321,7 @@ class Provisioner:
             key=lambda np: (-(np.spec.weight or 0), np.metadata.name or ""),
         )
         instance_types = {
-            np.metadata.name or "": context.provider.get_instance_types(np) for np in nodepools
+            np.metadata.name or "": instance_types_of(context.provider, np) for np in nodepools
         }
         catalog = {it.name: it for types in instance_types.values() for it in types}
         started = time.perf_counter()
