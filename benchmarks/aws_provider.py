@@ -225,7 +225,7 @@ def measure_simulate(path: str | None) -> dict[str, Any]:
 
     cloud.get_instance_types = timed  # type: ignore[method-assign]
     start = time.perf_counter()
-    snapshot, _ = build_snapshot(documents, cloud)
+    snapshot = build_snapshot(documents, cloud).snapshot
     snapshot_seconds = time.perf_counter() - start
     pods = len(schedulable(snapshot.pending))
     gc.collect()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -26,12 +27,13 @@ from karpenter_core.operator.settings import parse_feature_gates
 from karpenter_core.scheduling.scheduler import NewNodeClaim, Results, schedulable, schedule
 
 
-def _provider_options(command: click.Command) -> click.Command:
-    """Add every discovered provider's settings as ``--<name>`` options."""
+def _provider_options(command: click.Command, *, offline: bool = False) -> click.Command:
+    """Add every discovered provider's settings as ``--<name>`` options (``offline``: only those
+    ``simulate`` reads)."""
     seen: set[str] = set()
     for record in discover().records.values():
         for option in record.options:
-            if option.name in seen:
+            if option.name in seen or (offline and not option.simulate):
                 continue
             seen.add(option.name)
             click.option(
@@ -52,6 +54,52 @@ def _amount(name: str, amount: int) -> str:
     if name == "cpu":
         return f"{amount / 1000:g}"
     return format_quantity(Fraction(amount, 1000), binary=name in ("memory", "ephemeral-storage"))
+
+
+_BINARY_UNITS = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
+def _bytes(milli: int) -> str:
+    """Bytes (given in thousandths) in the largest binary unit, to at most two decimals:
+    ``15.5Gi``, ``512Mi``, ``900``."""
+    value, unit = milli / 1000, ""
+    for suffix in _BINARY_UNITS:
+        if value < 1024:
+            break
+        value, unit = value / 1024, suffix
+    return f"{value:.2f}".rstrip("0").rstrip(".") + unit
+
+
+class _Collected(logging.Handler):
+    """Keeps the messages the provider logs (a default it assumed, say) to show them as notes."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def _provider_logger(collected: _Collected) -> logging.Logger:
+    """The provider's logger for one simulation: its warnings become notes."""
+    logger = logging.getLogger("karpenter.simulate.provider")
+    logger.propagate = False
+    logger.handlers = [collected]
+    return logger
+
+
+def _explain_unserved(results: Results, unserved: Mapping[str, str], served: bool) -> None:
+    """Add the NodePools the provider does not serve to each unschedulable pod's reason."""
+    if not unserved:
+        return
+    for pod, reason in results.unschedulable.items():
+        parts = (
+            [reason, *unserved.values()]
+            if served
+            else [*unserved.values(), "no existing node has room"]
+        )
+        results.unschedulable[pod] = "; ".join(parts)
 
 
 def _claim_json(claim: NewNodeClaim) -> dict[str, Any]:
@@ -150,12 +198,17 @@ def _table(rows: list[list[str]]) -> str:
 def _used(claim: NewNodeClaim, name: str) -> str:
     used = claim.requests.get(name, 0)
     allocatable = claim.instance_type.allocatable.get(name, 0)
-    return f"{_amount(name, used)}/{_amount(name, allocatable)}"
+    shown = _amount if name == "cpu" else lambda _, amount: _bytes(amount)
+    return f"{shown(name, used)}/{shown(name, allocatable)}"
 
 
-def _print_text(report: dict[str, Any], results: Results, notes: list[str]) -> None:
+def _print_text(
+    report: dict[str, Any], results: Results, notes: list[str], warnings: list[str]
+) -> None:
     for note in notes:
         click.echo(f"note: {note}", err=True)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     for warning in results.warnings:
         click.echo(f"warning: {warning}")
     if results.new_nodeclaims:
@@ -213,6 +266,12 @@ def _print_text(report: dict[str, Any], results: Results, notes: list[str]) -> N
     "controller would issue for the existing nodes, with their savings.",
 )
 @click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse manifests with fields their kind does not have (by default each is a warning, "
+    "and the simulation ignores the field).",
+)
+@click.option(
     "--feature-gates",
     default="",
     envvar="FEATURE_GATES",
@@ -225,25 +284,37 @@ def simulate(
     provider: str,
     output: str,
     disrupt: bool,
+    strict: bool,
     feature_gates: str,
     **_settings_: str | None,
 ) -> None:
-    """Show the nodes Karpenter would launch for the pending pods in the manifests."""
+    """Show the nodes Karpenter would launch for the pending pods in the manifests.
+
+    A field a manifest's kind does not have (a typo such as ``consolidateAftr``) is a warning
+    and is ignored; --strict makes it an error. NodePools, NodeClaims and NodeClasses are checked
+    against their CRD schemas, core kinds against the API types of the Kubernetes client.
+    """
+    collected = _Collected()
     try:
         record = discover().provider(provider)
-        cloud = record.factory(ProviderContext(settings=_settings(provider, ctx.params)))
+        context = ProviderContext(
+            settings=_settings(provider, ctx.params), logger=_provider_logger(collected)
+        )
+        cloud = record.factory(context)
         if files:
             documents = load_documents(files)
         else:
             scenario = record.default_scenario
             documents = load_default_scenario(scenario() if scenario else None)
-        snapshot, notes = build_snapshot(documents, cloud)
+        built = build_snapshot(documents, cloud, strict=strict)
     except (ManifestError, UnknownProviderError, CloudProviderError) as err:
         raise click.ClickException(str(err)) from None
+    snapshot, notes = built.snapshot, [*collected.messages, *built.notes]
     pods = schedulable(snapshot.pending)
     started = time.perf_counter()
     results = schedule(snapshot)
     seconds = time.perf_counter() - started
+    _explain_unserved(results, built.unserved, served=bool(snapshot.nodepools))
     report = _report(provider, results, len(pods), seconds)
     disruption = None
     if disrupt:
@@ -257,11 +328,12 @@ def simulate(
         report["disruption_blocked"] = disruption.blocked
     if output == "json":
         report["notes"] = notes
+        report["warnings"] = [*built.warnings, *results.warnings]
         click.echo(json.dumps(report, indent=2))
     else:
-        _print_text(report, results, notes)
+        _print_text(report, results, notes, built.warnings)
         if disruption is not None:
             _print_disruption(disruption)
 
 
-_provider_options(simulate)
+_provider_options(simulate, offline=True)

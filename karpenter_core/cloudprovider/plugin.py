@@ -73,6 +73,9 @@ class ProviderOption:
     help: str
     default: str | None = None
     env: str | None = None
+    simulate: bool = True
+    """False for a setting only the running controller reads (creating or tagging resources):
+    ``karpenter simulate`` does not offer it."""
 
 
 @dataclass(frozen=True, slots=True)

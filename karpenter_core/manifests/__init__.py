@@ -10,11 +10,12 @@ from karpenter_core.manifests.loader import (
     load_documents,
     parse_documents,
 )
-from karpenter_core.manifests.snapshot_builder import build_snapshot
+from karpenter_core.manifests.snapshot_builder import SimulationInput, build_snapshot
 
 __all__ = [
     "Document",
     "ManifestError",
+    "SimulationInput",
     "build_snapshot",
     "load_default_scenario",
     "load_documents",

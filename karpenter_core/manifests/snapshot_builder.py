@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -11,8 +12,8 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.cloudprovider.types import CloudProvider, InstanceType
-from karpenter_core.cloudprovider.validation import instance_types_of
 from karpenter_core.manifests.errors import ManifestError
+from karpenter_core.manifests.fields import Schema, core_schema, model_schema, unknown_fields
 from karpenter_core.manifests.loader import Document
 from karpenter_core.manifests.validation import (
     check_node,
@@ -25,7 +26,7 @@ from karpenter_core.manifests.validation import (
 from karpenter_core.manifests.workloads import POD_KINDS, collect_pods
 from karpenter_core.scheduling.snapshot import DecodeError, NodeInfo, Snapshot
 
-__all__ = ["build_snapshot"]
+__all__ = ["SimulationInput", "build_snapshot"]
 
 _RAW_KINDS = {
     "PodDisruptionBudget": "pdbs",
@@ -40,23 +41,42 @@ _ELSEWHERE = POD_KINDS | {"NodePool"}
 
 _USED_KINDS = _ELSEWHERE | {"NodeClaim", "Node", *_RAW_KINDS}
 
+_MODELS: Mapping[str, type[BaseModel]] = {"NodePool": NodePool, "NodeClaim": NodeClaim}
+
 _Model = TypeVar("_Model", bound=BaseModel)
 
 
+@dataclass(slots=True)
+class SimulationInput:
+    """What a set of manifests gives the simulation."""
+
+    snapshot: Snapshot
+    notes: list[str] = field(default_factory=list)
+    """What was skipped or assumed, and why."""
+    warnings: list[str] = field(default_factory=list)
+    """Fields no schema of their kind has (``NodePool default: unknown field spec.x``)."""
+    unserved: dict[str, str] = field(default_factory=dict)
+    """NodePools left out because the provider does not serve their NodeClass: the reason, by
+    NodePool name."""
+
+
 def build_snapshot(
-    documents: Sequence[Document], provider: CloudProvider
-) -> tuple[Snapshot, list[str]]:
-    """The snapshot the documents describe, and notes on what was skipped and why.
+    documents: Sequence[Document], provider: CloudProvider, *, strict: bool = False
+) -> SimulationInput:
+    """The snapshot the documents describe, with notes on what was skipped and why.
 
     Instance types come from ``provider.get_instance_types`` per NodePool; NodeClasses are the
     kinds ``provider.supported_node_classes()`` lists, handed first to the provider's optional
     ``use_node_classes(node_classes)`` (for providers that otherwise read them from the cluster).
+    A NodePool whose NodeClass kind the provider does not list is left out (``unserved``).
+    Fields an object's kind does not have are warnings, or with ``strict`` a ``ManifestError``.
     Raises ``ManifestError`` for a bad object.
     """
     node_classes = {_kind_of(model): model for model in provider.supported_node_classes()}
-    _check_names(d for d in documents if d.kind in _USED_KINDS or d.kind in node_classes)
-    snapshot = Snapshot()
-    notes: list[str] = []
+    read = [d for d in documents if d.kind in _USED_KINDS or d.kind in node_classes]
+    _check_names(read)
+    built = SimulationInput(Snapshot(), warnings=_unknown_fields(read, node_classes, strict))
+    snapshot, notes = built.snapshot, built.notes
     snapshot.nodeclasses = [
         _validated(doc, node_classes[doc.kind]) for doc in documents if doc.kind in node_classes
     ]
@@ -64,7 +84,15 @@ def build_snapshot(
     if use_node_classes is not None:
         use_node_classes(snapshot.nodeclasses)
     nodepool_docs = [d for d in documents if d.kind == "NodePool"]
-    catalog = _nodepools(nodepool_docs, provider, snapshot)
+    catalog = _nodepools(nodepool_docs, provider, node_classes, built)
+    given = {(d.kind, d.name) for d in documents if d.kind in node_classes}
+    for nodepool in snapshot.nodepools:
+        ref = nodepool.spec.template.spec.node_class_ref
+        if (ref.kind, ref.name) not in given:
+            notes.append(
+                f"NodePool {nodepool.metadata.name} references {ref.kind} {ref.name}, which is "
+                "not in the input; assuming its defaults"
+            )
     nodes: dict[str, NodeInfo] = {}
     for doc in documents:
         if doc.kind in _ELSEWHERE:
@@ -94,25 +122,59 @@ def build_snapshot(
     snapshot.daemonsets = pods.daemonsets
     snapshot.persistent_volume_claims.extend(pods.claims)
     for pod in pods.bound:
-        node = nodes.get(pod.node_name or "")
-        if node is None:
+        bound_to = nodes.get(pod.node_name or "")
+        if bound_to is None:
             notes.append(
                 f"skipped Pod {pod.key}: bound to node {pod.node_name}, which is not in the input"
             )
         else:
-            node.pods.append(pod)
+            bound_to.pods.append(pod)
     snapshot.nodes = list(nodes.values())
-    return snapshot, notes
+    return built
+
+
+def _unknown_fields(
+    documents: Iterable[Document], node_classes: Mapping[str, type[BaseModel]], strict: bool
+) -> list[str]:
+    """One warning per field an object's kind lacks; with ``strict``, an error naming the first
+    object that has any, its fields, and the other objects that have some."""
+    warnings: list[str] = []
+    found: list[tuple[Document, list[str]]] = []
+    for doc in documents:
+        schema = _schema(doc, node_classes)
+        paths = unknown_fields(doc.obj, schema) if schema is not None else []
+        if paths:
+            found.append((doc, paths))
+        warnings.extend(f"{doc.describe()}: unknown field {path}" for path in paths)
+    if strict and found:
+        (doc, paths), others = found[0], [other.describe() for other, _ in found[1:]]
+        message = f"unknown field{'s' if len(paths) > 1 else ''} {', '.join(paths)}"
+        if others:
+            message += f"; other objects with unknown fields: {', '.join(others)}"
+        raise doc.error("", message)
+    return warnings
+
+
+def _schema(doc: Document, node_classes: Mapping[str, type[BaseModel]]) -> Schema | None:
+    model = _MODELS.get(doc.kind) or node_classes.get(doc.kind)
+    if model is not None:
+        return model_schema(model)
+    api_version = doc.obj.get("apiVersion")
+    return core_schema(api_version if isinstance(api_version, str) else "v1", doc.kind)
 
 
 def _nodepools(
-    docs: Sequence[Document], provider: CloudProvider, snapshot: Snapshot
+    docs: Sequence[Document],
+    provider: CloudProvider,
+    node_classes: Mapping[str, type[BaseModel]],
+    built: SimulationInput,
 ) -> list[InstanceType]:
-    """Validate the NodePools into ``snapshot`` with their instance types; return all of those.
+    """Validate the NodePools into the snapshot with their instance types; return all of those.
 
     Requirements and limits are checked before pydantic's errors are raised, so their more
     specific messages win. A hint for an instance-type wildcard reads the catalog, so each
     NodePool's catalog is fetched first, for the NodePool without its wildcard requirements.
+    A NodePool whose NodeClass the provider does not serve goes to ``built.unserved`` instead.
     """
     invalid: tuple[Document, ValidationError] | None = None
     catalog: list[InstanceType] = []
@@ -122,9 +184,17 @@ def _nodepools(
         except ValidationError as err:
             invalid = invalid or (doc, err)
             continue
-        snapshot.nodepools.append(nodepool)
-        instance_types = instance_types_of(provider, nodepool)
-        snapshot.instance_types[doc.name] = instance_types
+        ref = nodepool.spec.template.spec.node_class_ref
+        model = node_classes.get(ref.kind)
+        if model is None or _group_of(model) not in ("", ref.group):
+            built.unserved[doc.name] = (
+                f"NodePool {doc.name} uses {ref.kind} (group {ref.group}), which provider "
+                f"{provider.name} does not serve"
+            )
+            continue
+        built.snapshot.nodepools.append(nodepool)
+        instance_types = provider.get_instance_types(nodepool)
+        built.snapshot.instance_types[doc.name] = instance_types
         catalog.extend(instance_types)
     for doc in docs:
         _decode(doc, lambda d: _check_nodepool(d.obj, catalog))
@@ -186,6 +256,13 @@ def _kind_of(model: type[BaseModel]) -> str:
     field = model.model_fields.get("kind")
     default = field.default if field is not None else None
     return default if isinstance(default, str) and default else model.__name__
+
+
+def _group_of(model: type[BaseModel]) -> str:
+    """The API group of a model's ``apiVersion`` field default ("" when it declares none)."""
+    declared = model.model_fields.get("api_version") or model.model_fields.get("apiVersion")
+    default = declared.default if declared is not None else None
+    return default.rpartition("/")[0] if isinstance(default, str) else ""
 
 
 def _validated(doc: Document, model: type[_Model]) -> _Model:

@@ -22,6 +22,8 @@ from karpenter_core.manifests import (
     load_documents,
     parse_documents,
 )
+from karpenter_core.manifests.fields import client_types
+from karpenter_core.manifests.k8s_types import TYPES
 from karpenter_core.scheduling.requirements import Requirement, Requirements
 from karpenter_core.scheduling.snapshot import Snapshot
 
@@ -82,7 +84,8 @@ def _write(tmp_path: Path, text: str, name: str = "pods.yaml") -> str:
 
 
 def _build(text: str, source: str = "pods.yaml") -> tuple[Snapshot, list[str]]:
-    return build_snapshot(parse_documents(textwrap.dedent(text), source), FakeProvider())
+    built = build_snapshot(parse_documents(textwrap.dedent(text), source), FakeProvider())
+    return built.snapshot, built.notes
 
 
 def _error(text: str) -> str:
@@ -722,14 +725,19 @@ def test_unsatisfiable_nodepool_is_not_an_error() -> None:
 def test_nodepools_get_instance_types_from_the_provider() -> None:
     provider = FakeProvider()
     documents = parse_documents(NODEPOOL + "---" + NODEPOOL.replace("default", "second", 1), "x")
-    snapshot, notes = build_snapshot(documents, provider)
+    built = build_snapshot(documents, provider)
+    snapshot = built.snapshot
     assert provider.asked == ["default", "second"]
     assert [p.metadata.name for p in snapshot.nodepools] == ["default", "second"]
     assert {k: [t.name for t in v] for k, v in snapshot.instance_types.items()} == {
         "default": ["m5.large", "c5.large"],
         "second": ["m5.large", "c5.large"],
     }
-    assert notes == []
+    assert built.notes == [
+        f"NodePool {name} references FakeNodeClass default, which is not in the input; "
+        "assuming its defaults"
+        for name in ("default", "second")
+    ]
 
 
 def test_deployment_expands_into_ordered_owned_pods() -> None:
@@ -957,10 +965,64 @@ def test_default_scenario() -> None:
     assert [d.kind for d in documents] == ["NodePool", "KWOKNodeClass", "Deployment"]
     nodepool = NodePool.from_manifest(documents[0].obj)
     assert nodepool.spec.disruption.consolidation_policy == "WhenEmptyOrUnderutilized"
-    snapshot, notes = build_snapshot(documents, FakeProvider())
+    built = build_snapshot(documents, FakeProvider())
+    snapshot, notes = built.snapshot, built.notes
     assert len(snapshot.pending) == 50
     assert {p.requests["cpu"] for p in snapshot.pending} == {2000}
     assert notes == [
         "skipped KWOKNodeClass default: not a NodeClass of the fake provider "
         "(it reads FakeNodeClass)"
     ]
+
+
+# Fields the kinds do not have
+
+
+def test_unknown_fields_are_warnings_per_object_and_path() -> None:
+    nodeclass = "apiVersion: example.com/v1\nkind: FakeNodeClass\nmetadata: {name: default}\n"
+    documents = parse_documents(
+        NODEPOOL.replace("spec:\n  template:", "spec:\n  limts: {cpu: '1'}\n  template:")
+        + "---\n"
+        + nodeclass
+        + "spec: {}\nspek: {a: b}\n"
+        + "---"
+        + textwrap.dedent(_deployment(container="resource: {requests: {cpu: '1'}}")),
+        "x.yaml",
+    )
+    built = build_snapshot(documents, FakeProvider())
+    assert built.warnings == [
+        "NodePool default: unknown field spec.limts",
+        "FakeNodeClass default: unknown field spek",
+        "Deployment default/web: unknown field spec.template.spec.containers[0].resource",
+    ]
+    assert len(built.snapshot.pending) == 1
+
+
+def test_strict_makes_unknown_fields_one_error_naming_the_object() -> None:
+    documents = parse_documents(
+        NODEPOOL.replace("spec:\n  template:", "spec:\n  limts: {cpu: '1'}\n  template:"), "x.yaml"
+    )
+    with pytest.raises(ManifestError) as info:
+        build_snapshot(documents, FakeProvider(), strict=True)
+    assert str(info.value) == "x.yaml: NodePool default: unknown field spec.limts"
+
+
+def test_a_nodepool_of_another_providers_nodeclass_is_left_out() -> None:
+    other = NODEPOOL.replace("name: default", "name: other", 1).replace(
+        "{group: example.com, kind: FakeNodeClass", "{group: karpenter.kwok.sh, kind: KWOKNodeClass"
+    )
+    provider = FakeProvider()
+    built = build_snapshot(parse_documents(NODEPOOL + "---" + other, "x.yaml"), provider)
+    assert provider.asked == ["default"]
+    assert [p.metadata.name for p in built.snapshot.nodepools] == ["default"]
+    assert built.unserved == {
+        "other": "NodePool other uses KWOKNodeClass (group karpenter.kwok.sh), which provider "
+        "fake does not serve"
+    }
+
+
+def test_the_core_types_table_matches_the_installed_kubernetes_client() -> None:
+    """``k8s_types`` is what ``write_types()`` makes of the installed client (regenerate it after
+    upgrading the client)."""
+    assert client_types() == TYPES
+    assert TYPES["V1PodSpec"]["nodeSelector"] == "Dict[str, str]"

@@ -6,6 +6,7 @@ Kept light: boto3 and the provider modules load only when the factory is called.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ from karpenter_aws.nodeclass import (
     VERSION,
     EC2NodeClass,
 )
-from karpenter_aws.settings import OPTIONS
+from karpenter_aws.settings import FALLBACK_REGION, OPTIONS, configured_region
 from karpenter_core.cloudprovider.plugin import (
     Capability,
     NodeClassInfo,
@@ -36,7 +37,24 @@ __all__ = ["karpenter_register_providers"]
 def _factory(context: ProviderContext) -> CloudProvider:
     from karpenter_aws.cloudprovider import AWSCloudProvider
 
+    if context.kube_client is None and not context.clients and not context.settings.get("region"):
+        context = replace(
+            context, settings={**context.settings, "region": _offline_region(context)}
+        )
     return AWSCloudProvider.from_context(context)
+
+
+def _offline_region(context: ProviderContext) -> str:
+    """Offline (``karpenter simulate``), no region given: the SDK's, else us-east-1 with a
+    warning; live, the clients also ask the node's metadata service."""
+    region = configured_region()
+    if not region:
+        context.logger.warning(
+            "no AWS region is configured (--region, AWS_REGION, AWS_DEFAULT_REGION or the AWS "
+            "config); using %s",
+            FALLBACK_REGION,
+        )
+    return region or FALLBACK_REGION
 
 
 def _controllers(context: ProviderContext, provider: CloudProvider) -> Sequence[Any]:

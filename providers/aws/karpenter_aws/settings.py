@@ -13,39 +13,50 @@ from karpenter_core.apis.duration import DurationError, parse_duration
 from karpenter_core.cloudprovider.plugin import ProviderOption
 from karpenter_core.cloudprovider.types import CloudProviderError
 
-__all__ = ["OPTIONS", "AWSSettings", "SettingsError"]
+__all__ = ["FALLBACK_REGION", "OPTIONS", "AWSSettings", "SettingsError", "configured_region"]
 
 OPTIONS = (
     ProviderOption(
         "cluster-name",
         "Name of the EKS cluster; tags every resource Karpenter creates (required to launch)",
         env="CLUSTER_NAME",
+        simulate=False,
     ),
-    ProviderOption("region", "AWS region (default: the SDK's, from AWS_REGION)", env="AWS_REGION"),
+    ProviderOption(
+        "region",
+        "AWS region (default: the SDK's: AWS_REGION, AWS_DEFAULT_REGION or the AWS config "
+        "profile; offline, us-east-1 when none is set)",
+        env="AWS_REGION",
+    ),
     ProviderOption(
         "cluster-endpoint",
         "Kubernetes API endpoint nodes join (default: eks:DescribeCluster)",
         env="CLUSTER_ENDPOINT",
+        simulate=False,
     ),
     ProviderOption(
         "cluster-ca-bundle",
         "Base64 CA bundle of the API server (default: eks:DescribeCluster)",
         env="CLUSTER_CA_BUNDLE",
+        simulate=False,
     ),
     ProviderOption(
         "service-cidr",
         "Service CIDR of the cluster, for the nodes' cluster DNS (default: eks:DescribeCluster)",
         env="SERVICE_CIDR",
+        simulate=False,
     ),
     ProviderOption(
         "interruption-queue",
         "SQS queue (name or URL) receiving EC2 interruption events from EventBridge",
         env="INTERRUPTION_QUEUE",
+        simulate=False,
     ),
     ProviderOption(
         "aws-endpoint-url",
         "One endpoint URL for every AWS service (testing against a local emulator)",
         env="AWS_ENDPOINT_URL",
+        simulate=False,
     ),
     ProviderOption(
         "vm-memory-overhead-percent",
@@ -64,12 +75,14 @@ OPTIONS = (
         "No access to the public pricing API: use the packaged on-demand prices",
         default="false",
         env="ISOLATED_VPC",
+        simulate=False,
     ),
     ProviderOption(
         "nodeclass-resync-period",
         "How often EC2NodeClasses are resolved again (subnets, security groups, AMIs)",
         default="1m",
         env="NODECLASS_RESYNC_PERIOD",
+        simulate=False,
     ),
     ProviderOption(
         "fleet-batch-idle-duration",
@@ -77,6 +90,7 @@ OPTIONS = (
         "identical request came for this long",
         default="35ms",
         env="FLEET_BATCH_IDLE_DURATION",
+        simulate=False,
     ),
     ProviderOption(
         "fleet-batch-max-duration",
@@ -84,9 +98,13 @@ OPTIONS = (
         "this long after the first request",
         default="1s",
         env="FLEET_BATCH_MAX_DURATION",
+        simulate=False,
     ),
 )
 
+
+FALLBACK_REGION = "us-east-1"
+"""The region an offline simulation uses when none is configured."""
 
 _REGION = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 """What botocore accepts as a region name, lower case."""
@@ -145,6 +163,18 @@ class AWSSettings:
             batch_idle=get("fleet-batch-idle-duration", _duration),
             batch_max=get("fleet-batch-max-duration", _duration),
         )
+
+
+def configured_region() -> str:
+    """The region the AWS SDK is configured with (AWS_DEFAULT_REGION or the AWS config profile;
+    AWS_REGION arrives as the ``region`` option), "" when none; no network call."""
+    from botocore.exceptions import BotoCoreError
+    from botocore.session import Session
+
+    try:
+        return str(Session().get_config_variable("region") or "")
+    except BotoCoreError as error:  # e.g. AWS_PROFILE names no profile
+        raise SettingsError(f"cannot read the AWS configuration: {error}") from None
 
 
 def _region(text: str) -> str:
