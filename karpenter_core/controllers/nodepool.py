@@ -113,9 +113,9 @@ def record_metrics(
         metrics.NODEPOOLS_USAGE.labels(name, _resource_type(resource)).set(
             _gauge_value(resource, quantity)
         )
-    for resource, quantity in nodepool.spec.limits.items():
+    for resource, limit in nodepool.spec.limits.items():
         metrics.NODEPOOLS_LIMIT.labels(name, _resource_type(resource)).set(
-            _gauge_value(resource, str(quantity))
+            _gauge_value(resource, str(limit))
         )
     initialized = [n for n in nodes if n.labels.get(wk.NODE_INITIALIZED) == "true"]
     disrupting = sum(1 for n in initialized if _disrupting(n))

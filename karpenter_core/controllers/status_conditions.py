@@ -103,8 +103,8 @@ class ConditionObserver:
                 continue
             for kind, (status, reason, _) in old.conditions.items():
                 exported.forget_condition(key, (kind, status, reason), old.values, True)
-            lasted = max(now - old.deleted, 0.0) if old.deleted is not None else None
-            exported.terminated(key, old.values, lasted)
+            terminating = max(now - old.deleted, 0.0) if old.deleted is not None else None
+            exported.terminated(key, old.values, terminating)
         self._seen = current
 
 

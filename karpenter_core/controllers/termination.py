@@ -19,6 +19,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
@@ -157,7 +158,7 @@ class TerminationController(LoopController):
         for node in state.nodes():
             if node.deletion_time is not None and wk.TERMINATION_FINALIZER in node.finalizers:
                 keys.add(("node", node.name))
-                self.workers.submit(("node", node.name), lambda n=node.name: self._node(n))
+                self.workers.submit(("node", node.name), partial(self._node, node.name))
         for claim in state.nodeclaims():
             name = claim.metadata.name or ""
             if (
@@ -165,7 +166,7 @@ class TerminationController(LoopController):
                 and wk.TERMINATION_FINALIZER in claim.metadata.finalizers
             ):
                 keys.add(("nodeclaim", name))
-                self.workers.submit(("nodeclaim", name), lambda n=name: self._nodeclaim(n))
+                self.workers.submit(("nodeclaim", name), partial(self._nodeclaim, name))
         self.workers.forget(keys)
 
     # -- NodeClaims -----------------------------------------------------------------------
@@ -190,7 +191,9 @@ class TerminationController(LoopController):
             context, nodeclaim_path(name), claim.to_manifest(), wk.TERMINATION_FINALIZER
         ):
             deleted = claim.metadata.deletion_timestamp
-            metrics.nodeclaim_terminated(claim.metadata.labels, deleted and deleted.timestamp())
+            metrics.nodeclaim_terminated(
+                claim.metadata.labels, deleted.timestamp() if deleted is not None else None
+            )
             log.info("nodeclaim terminated", extra={"nodeclaim": name})
         context.state.delete_nodeclaim(name)
         return None
