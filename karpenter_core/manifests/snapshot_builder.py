@@ -12,6 +12,7 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.cloudprovider.types import CloudProvider, InstanceType
+from karpenter_core.cloudprovider.validation import instance_types_of
 from karpenter_core.manifests.errors import ManifestError
 from karpenter_core.manifests.fields import Schema, core_schema, model_schema, unknown_fields
 from karpenter_core.manifests.loader import Document
@@ -193,7 +194,7 @@ def _nodepools(
             )
             continue
         built.snapshot.nodepools.append(nodepool)
-        instance_types = provider.get_instance_types(nodepool)
+        instance_types = instance_types_of(provider, nodepool)
         built.snapshot.instance_types[doc.name] = instance_types
         catalog.extend(instance_types)
     for doc in docs:
