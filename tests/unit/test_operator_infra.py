@@ -9,7 +9,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -31,7 +31,7 @@ from karpenter_core.operator.kube import (
 from karpenter_core.operator.leader import LeaderElector
 from karpenter_core.operator.operator import Operator
 from karpenter_core.operator.settings import Settings
-from karpenter_core.operator.state import ClusterNode, ClusterPod
+from karpenter_core.operator.state import ClusterNode, ClusterPod, ClusterState
 
 
 class FakeClock:
@@ -343,10 +343,16 @@ class _Lingering:
         self.done.wait(self.linger)
 
 
+class _NoCloud:
+    """A cloud provider the test never calls."""
+
+    name = "none"
+
+
 def test_controllers_stop_together_within_one_grace_period() -> None:
     from kubernetes import client as k8s
 
-    from karpenter_core.cloudprovider.registry import discover
+    from karpenter_core.cloudprovider.plugin import ProviderRecord
 
     grace = 1.0
     done = threading.Event()
@@ -355,7 +361,7 @@ def test_controllers_stop_together_within_one_grace_period() -> None:
     settings = Settings(disable_leader_election=True, metrics_port=0, health_probe_port=0)
     operator = Operator(
         settings,
-        discover().provider("kwok"),
+        ProviderRecord(name="none", factory=lambda _: _NoCloud()),
         kube,
         controllers=lambda _: controllers,
         controller_stop_timeout=grace,
@@ -375,3 +381,59 @@ def test_controllers_stop_together_within_one_grace_period() -> None:
         operator.shutdown()
     assert result == [0]
     assert grace <= took < 2 * grace, f"shutdown took {took:.2f}s for a {grace}s grace period"
+
+
+def _bound_pod(name: str, node: str, version: int) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "resourceVersion": str(version),
+            "labels": {"version": str(version)},
+        },
+        "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def test_a_snapshot_builds_its_copies_without_holding_the_state_lock() -> None:
+    """While the snapshot is being built (here: when it checks which pods are pending), the
+    state lock is free and a pod event from another thread is applied; the snapshot still
+    shows the state as of its start."""
+    state = ClusterState(cast("KubeClient", None))
+    armed = threading.Event()
+    seen: dict[str, bool] = {}
+
+    def apply_event() -> None:
+        seen["lock free"] = state.lock.acquire(blocking=False)
+        if seen["lock free"]:
+            state.lock.release()
+        state.pods.inject(_bound_pod("p-0", "n-0", 2))
+
+    class ProbePod(ClusterPod):
+        __slots__ = ()
+
+        def is_pending(self) -> bool:
+            if armed.is_set() and not seen:
+                armed.clear()
+                event = threading.Thread(target=apply_event)
+                event.start()
+                event.join(30)
+                seen["event applied"] = not event.is_alive()
+            return super().is_pending()
+
+    state.pods.decode = ProbePod.decode
+    for n in range(20):
+        state.nodes_informer.inject({"metadata": {"name": f"n-{n}", "resourceVersion": "1"}})
+    for p in range(200):
+        state.pods.inject(_bound_pod(f"p-{p}", f"n-{p % 20}", 1))
+
+    armed.set()
+    snapshot = state.snapshot({})
+
+    assert seen == {"lock free": True, "event applied": True}
+    assert state.pod("default/p-0").labels["version"] == "2"  # type: ignore[union-attr]
+    [node] = [n for n in snapshot.nodes if n.name == "n-0"]
+    assert len(node.pods) == 10
+    [pod] = [p for p in node.pods if p.name == "p-0"]
+    assert pod.labels["version"] == "1", "the snapshot is of one moment"
