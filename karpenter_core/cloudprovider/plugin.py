@@ -35,6 +35,8 @@ __all__ = [
 
 PROJECT_NAME = "karpenter"
 ENTRY_POINT_GROUP = "karpenter.providers"
+CLI_ENTRY_POINT_GROUP = "karpenter.cli"
+"""Entry points that add commands to ``karpenter``: each loads a ``click.Command``."""
 API_VERSION = 1
 """The record version this core understands; records only ever gain optional fields."""
 
@@ -116,6 +118,9 @@ class ProviderRecord:
     default_scenario: Callable[[], str] | None = None
     """The YAML ``karpenter simulate --provider <name>`` reads when given no file (default: the
     core's KWOK scenario)."""
+    conformance: Callable[[], Any] | None = None
+    """Returns the provider's conformance profile: how the ``karpenter-conformance`` suite starts
+    a fake of the provider's cloud and acts on it (see docs/writing-a-provider.md)."""
 
     def settings(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The value of each declared option: from ``values`` (keyed by the option's name with

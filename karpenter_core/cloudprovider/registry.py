@@ -239,8 +239,9 @@ def _invalid(record: object) -> tuple[str, str | None] | None:
         )
     if not callable(record.factory):
         return f"{label} has a factory that is not callable", None
-    if record.controllers is not None and not callable(record.controllers):
-        return f"{label} has a controllers hook that is not callable", None
+    for hook in ("controllers", "conformance", "default_scenario"):
+        if getattr(record, hook) is not None and not callable(getattr(record, hook)):
+            return f"{label} has a {hook} hook that is not callable", None
     for field_name, kind in (("node_classes", NodeClassInfo), ("options", ProviderOption)):
         items = getattr(record, field_name)
         if isinstance(items, str) or not all(isinstance(i, kind) for i in items):

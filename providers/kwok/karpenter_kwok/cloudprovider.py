@@ -7,13 +7,14 @@ provider lives here: reading the catalog file and talking to the apiserver.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ from karpenter_kwok.catalog import (
     generic_catalog,
     parse_catalog,
 )
+from karpenter_kwok.faults import FAULTS_ENV, FAULTS_OPTION, InsufficientCapacityFile
 from karpenter_kwok.labels import GROUP, KWOK_NODE, KWOK_NODE_VALUE, PROVIDER_ID_PREFIX
 from karpenter_kwok.nodeclass import KIND, PLURAL, VERSION, KWOKNodeClass
 
@@ -63,6 +65,8 @@ NODE_CLASS_LABEL = wk.node_class_label_key(GROUP, KIND)
 _MAX_NAME = 63
 _CREATE_ATTEMPTS = 5
 _RETRIED = frozenset({429, 500, 502, 503, 504})
+UNAVAILABLE_TTL = timedelta(minutes=3)
+"""How long an offering that had no capacity is left out of launches (upstream's TTL)."""
 
 
 def load_instance_types(path: str | None) -> list[InstanceType]:
@@ -158,24 +162,30 @@ class KWOKCloudProvider:
 
     name = "kwok"
 
-    def __init__(self, instance_types: list[InstanceType], context: ProviderContext) -> None:
+    def __init__(
+        self,
+        instance_types: list[InstanceType],
+        context: ProviderContext,
+        faults: InsufficientCapacityFile | None = None,
+    ) -> None:
         self._instance_types = instance_types
         self._context = context
+        self._faults = faults or InsufficientCapacityFile(None)
+        self._unavailable: dict[tuple[str, str, str], datetime] = {}
         self._pending: dict[str, tuple[threading.Timer, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def from_context(cls, context: ProviderContext) -> KWOKCloudProvider:
-        """The factory: the catalog comes from the instance-types file setting, if any."""
-        if CATALOG_OPTION in context.settings:
-            path = context.settings[CATALOG_OPTION]
-        else:
-            path = os.environ.get(CATALOG_ENV)
-        return cls(load_instance_types(path), context)
+        """The factory: the catalog and the injected faults come from the file settings."""
+        path = _setting(context, CATALOG_OPTION, CATALOG_ENV)
+        faults = InsufficientCapacityFile(_setting(context, FAULTS_OPTION, FAULTS_ENV))
+        return cls(load_instance_types(path), context, faults)
 
     def get_instance_types(self, nodepool: NodePool) -> list[InstanceType]:
-        """The whole catalog, the same objects on every call."""
-        return list(self._instance_types)
+        """The whole catalog (the same objects on every call while no offering has run out of
+        capacity in the last few minutes; those are marked unavailable)."""
+        return self._catalog()
 
     def create(self, nodeclaim: NodeClaim) -> NodeClaim:
         """Create the Node (after the NodeClass's registration delay) and hydrate the NodeClaim."""
@@ -189,7 +199,15 @@ class KWOKCloudProvider:
         if pending is not None:
             return _hydrate(nodeclaim, pending[1])
         delay = self._registration_delay(nodeclaim.spec.node_class_ref)
-        instance_type, offering = choose(self._instance_types, nodeclaim)
+        instance_type, offering = choose(self._catalog(), nodeclaim)
+        chosen = (instance_type.name, offering.zone, offering.capacity_type)
+        if self._faults.refuses(chosen):
+            with self._lock:
+                self._unavailable[chosen] = self._context.clock() + UNAVAILABLE_TTL
+            raise InsufficientCapacity(
+                f"{chosen[0]} {chosen[2]} in {chosen[1]} has no capacity "
+                f"(listed in {self._faults.path})"
+            )
         manifest = node_manifest(nodeclaim, name, instance_type, offering)
         if delay <= timedelta(0):
             return _hydrate(nodeclaim, self._create_node(api, manifest))
@@ -240,20 +258,38 @@ class KWOKCloudProvider:
         """Never: fake instances have nothing that can drift."""
         return ""
 
-    def repair_policies(self) -> list[RepairPolicy]:
+    def repair_policies(self) -> builtins.list[RepairPolicy]:
         """Replace nodes whose Ready condition is False or Unknown for 10 minutes."""
         return [
             RepairPolicy("Ready", "False", timedelta(minutes=10)),
             RepairPolicy("Ready", "Unknown", timedelta(minutes=10)),
         ]
 
-    def supported_node_classes(self) -> list[type[BaseModel]]:
+    def supported_node_classes(self) -> builtins.list[type[BaseModel]]:
         """KWOKNodeClass only."""
         return [KWOKNodeClass]
 
     def node_class_readiness(self, nodepool: NodePool) -> NodeClassReadiness:
-        """Always ready: a KWOKNodeClass has no prerequisites."""
+        """Ready unless the KWOKNodeClass reports a Ready condition that is not True (offline,
+        always ready); a missing one is not ready."""
+        if self._context.kube_client is None:
+            return NodeClassReadiness(ready=True)
+        try:
+            self._registration_delay(nodepool.spec.template.spec.node_class_ref)
+        except (NodeClassNotReady, InsufficientCapacity) as error:
+            return NodeClassReadiness(ready=False, reason=str(error))
         return NodeClassReadiness(ready=True)
+
+    def _catalog(self) -> builtins.list[InstanceType]:
+        """The catalog with offerings that recently ran out of capacity marked unavailable."""
+        now = self._context.clock()
+        with self._lock:
+            for key in [k for k, until in self._unavailable.items() if until <= now]:
+                del self._unavailable[key]
+            marked = set(self._unavailable)
+        if not marked:
+            return list(self._instance_types)
+        return [_without(it, marked) for it in self._instance_types]
 
     def _core(self) -> k8s.CoreV1Api:
         if self._context.kube_client is None:
@@ -319,6 +355,35 @@ class KWOKCloudProvider:
         finally:
             with self._lock:
                 self._pending.pop(name, None)
+
+
+def _setting(context: ProviderContext, option: str, env: str) -> str | None:
+    if option in context.settings:
+        return context.settings[option]
+    return os.environ.get(env)
+
+
+def _without(instance_type: InstanceType, marked: set[tuple[str, str, str]]) -> InstanceType:
+    """``instance_type`` with the offerings in ``marked`` unavailable (itself if none is)."""
+    name = instance_type.name
+    if not any((name, o.zone, o.capacity_type) in marked for o in instance_type.offerings):
+        return instance_type
+    offerings = [
+        Offering(
+            o.requirements,
+            o.price,
+            o.available and (name, o.zone, o.capacity_type) not in marked,
+            o.estimated,
+        )
+        for o in instance_type.offerings
+    ]
+    return InstanceType(
+        name,
+        instance_type.requirements,
+        offerings,
+        instance_type.capacity,
+        instance_type.overhead,
+    )
 
 
 def _hydrate(nodeclaim: NodeClaim, node: Mapping[str, Any]) -> NodeClaim:

@@ -17,11 +17,13 @@ from karpenter_core.cloudprovider.plugin import (
     hookimpl,
 )
 from karpenter_kwok.catalog import CATALOG_ENV, CATALOG_OPTION
+from karpenter_kwok.faults import FAULTS_ENV, FAULTS_OPTION
 from karpenter_kwok.labels import GROUP
 from karpenter_kwok.nodeclass import KIND, PLURAL, VERSION, KWOKNodeClass
 
 if TYPE_CHECKING:
     from karpenter_core.cloudprovider.types import CloudProvider
+    from karpenter_kwok.conformance import KWOKProfile
 
 __all__ = ["karpenter_register_providers"]
 
@@ -30,6 +32,12 @@ def _factory(context: ProviderContext) -> CloudProvider:
     from karpenter_kwok.cloudprovider import KWOKCloudProvider
 
     return KWOKCloudProvider.from_context(context)
+
+
+def _conformance() -> KWOKProfile:
+    from karpenter_kwok.conformance import KWOKProfile
+
+    return KWOKProfile()
 
 
 @hookimpl
@@ -50,11 +58,19 @@ def karpenter_register_providers() -> list[ProviderRecord]:
                     help="JSON instance-type catalog in upstream KWOK's format "
                     "(default: the generated 144-type matrix)",
                     env=CATALOG_ENV,
-                )
+                ),
+                ProviderOption(
+                    name=FAULTS_OPTION,
+                    help="a file of offerings ('<instance-type> <zone> <capacity-type>' per "
+                    "line) the fake cloud refuses for lack of capacity, read again when it "
+                    "changes (fault injection for tests)",
+                    env=FAULTS_ENV,
+                ),
             ],
             capabilities=frozenset(
                 {Capability.SPOT, Capability.REPAIR, Capability.OFFLINE_CATALOG}
             ),
             description="Fake nodes in a KWOK cluster, from a generated instance-type catalog",
+            conformance=_conformance,
         )
     ]

@@ -1,0 +1,64 @@
+"""``karpenter conformance``: run the conformance suite for an installed provider.
+
+Contributed to the ``karpenter`` command through a ``karpenter.cli`` entry point; the suite and
+pytest are imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+__all__ = ["conformance"]
+
+
+@click.command("conformance")
+@click.option("--provider", "name", required=True, metavar="NAME", help="The provider to check.")
+@click.option("-k", "select", default=None, metavar="CHECK", help="Run only these checks.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+def conformance(name: str, select: str | None, output: str) -> None:
+    """Check that a provider keeps the contract the core relies on (exit 1 on any failure)."""
+    from karpenter_conformance.suite.runner import as_dict, run
+    from karpenter_core.cloudprovider.registry import (
+        RegistryError,
+        UnknownProviderError,
+        discover,
+    )
+
+    try:
+        record = discover().provider(name)
+    except (RegistryError, UnknownProviderError) as error:
+        raise click.ClickException(str(error)) from None
+    report = run(record, select)
+    if not report.results:
+        raise click.ClickException(
+            f"no check matches {select!r}"
+            if select
+            else f"the suite did not run ({report.exit_code})"
+        )
+    if output == "json":
+        click.echo(json.dumps(as_dict(report), indent=2))
+    else:
+        width = max(len(r.name) for r in report.results)
+        click.echo(f"{'CHECK':<{width}}  RESULT   SECONDS  NOTE")
+        for r in report.results:
+            note = r.message if r.outcome != "passed" else ""
+            core = " (core)" if r.core and r.outcome == "failed" else ""
+            click.echo(f"{r.name:<{width}}  {r.outcome:<7}  {r.seconds:7.2f}  {note}{core}")
+        counts = {
+            o: sum(r.outcome == o for r in report.results) for o in ("passed", "failed", "skipped")
+        }
+        click.echo(
+            f"\n{report.provider}: {counts['passed']} passed, {counts['failed']} failed, "
+            f"{counts['skipped']} skipped in {report.seconds:.1f}s"
+        )
+    if not report.ok:
+        raise SystemExit(1)

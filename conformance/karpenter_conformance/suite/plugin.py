@@ -1,0 +1,120 @@
+"""The suite's pytest plugin: ``--karpenter-provider``, the harness fixture, skips and results.
+
+Installed as a ``pytest11`` entry point, so ``pytest --pyargs karpenter_conformance.suite
+--karpenter-provider NAME`` runs the suite; ``karpenter conformance`` runs the same tests through
+``run`` (runner module). A check is a test function marked ``check``; its name is the function's
+without ``test_``, its description the first line of its docstring. A check that needs a profile
+operation the profile leaves out is skipped with the profile's reason, unless it is a core check:
+a core check cannot be skipped, and a skip becomes a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from karpenter_conformance.suite.harness import Harness, Violation
+from karpenter_conformance.suite.profile import missing
+from karpenter_core.cloudprovider.plugin import ProviderRecord
+from karpenter_core.cloudprovider.registry import UnknownProviderError, discover
+
+__all__ = ["RECORD_KEY", "check_name"]
+
+RECORD_KEY = pytest.StashKey[ProviderRecord]()
+"""A record handed in by ``run`` (a provider that is not installed, e.g. in tests)."""
+_HARNESS_KEY = pytest.StashKey[Harness]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register --karpenter-provider."""
+    parser.getgroup("karpenter-conformance", "Karpenter provider conformance suite").addoption(
+        "--karpenter-provider",
+        default=None,
+        metavar="NAME",
+        help="the installed provider the conformance suite checks",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Declare the ``check`` marker; resolve ``--karpenter-provider``."""
+    config.addinivalue_line(
+        "markers",
+        "check(core=False, needs=()): a conformance check; core checks cannot be skipped; "
+        "needs names the profile operations it uses",
+    )
+    name = config.getoption("karpenter_provider")
+    if name and RECORD_KEY not in config.stash:
+        try:
+            config.stash[RECORD_KEY] = discover().provider(name)
+        except UnknownProviderError as error:
+            raise pytest.UsageError(str(error)) from None
+
+
+def check_name(item: pytest.Item) -> str:
+    """The check's name: the test function's name without ``test_``, with dashes."""
+    name = getattr(item, "originalname", None) or item.name
+    return name.removeprefix("test_").replace("_", "-")
+
+
+def is_core(item: pytest.Item) -> bool:
+    """Whether the item is a core check (it cannot be skipped)."""
+    marker = item.get_closest_marker("check")
+    return bool(marker and marker.kwargs.get("core"))
+
+
+def _record(config: pytest.Config) -> ProviderRecord:
+    if RECORD_KEY not in config.stash:
+        raise pytest.UsageError("the conformance suite needs --karpenter-provider NAME")
+    return config.stash[RECORD_KEY]
+
+
+@pytest.fixture(scope="session")
+def conformance_harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    """The session's harness: the profile's fake cloud started once."""
+    record = _record(request.config)
+    if record.conformance is None:
+        raise Violation(
+            f"{record.name!r} has no conformance profile (ProviderRecord.conformance)",
+            "one (see docs/writing-a-provider.md)",
+        )
+    harness = Harness(record, record.conformance())
+    harness.start()
+    request.config.stash[_HARNESS_KEY] = harness
+    try:
+        yield harness
+    finally:
+        harness.stop()
+
+
+@pytest.fixture
+def harness(request: pytest.FixtureRequest, conformance_harness: Harness) -> Harness:
+    """The harness, reset for this check; skips when the profile lacks an operation it needs."""
+    marker = request.node.get_closest_marker("check")
+    for operation in marker.kwargs.get("needs", ()) if marker else ():
+        reason = missing(conformance_harness.profile, operation)
+        if reason is not None:
+            pytest.skip(f"profile has no {operation}: {reason}")
+    conformance_harness.reset()
+    return conformance_harness
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A skipped core check fails (the core set cannot be skipped); a failure's one-line
+    message goes into the report's ``user_properties`` as ``message``."""
+    report = yield
+    if report.skipped and is_core(item):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        reason = str(reason).removeprefix("Skipped: ")
+        report.outcome = "failed"
+        report.longrepr = f"core check {check_name(item)} cannot be skipped: {reason}"
+        report.user_properties.append(("message", report.longrepr))
+    elif report.failed and call.excinfo is not None:
+        error = call.excinfo.value
+        text = str(error) if isinstance(error, Violation) else f"{type(error).__name__}: {error}"
+        report.user_properties.append(("message", text.strip().splitlines()[0] if text else ""))
+    elif report.skipped and isinstance(report.longrepr, tuple):
+        report.user_properties.append(("message", report.longrepr[2].removeprefix("Skipped: ")))
+    return report

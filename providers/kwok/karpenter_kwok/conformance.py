@@ -1,0 +1,88 @@
+"""The KWOK provider's conformance profile: its fake cloud is the Kubernetes API itself.
+
+Instances are Node objects in the API the provider is given, so ``start`` only creates the
+insufficient-capacity file the profile writes faults into (a file, so a provider in another
+process sees them too).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from karpenter_core.apis.v1.common import CONDITION_READY
+from karpenter_kwok.faults import FAULTS_OPTION
+from karpenter_kwok.labels import GROUP
+from karpenter_kwok.nodeclass import KIND, VERSION
+
+__all__ = ["KWOKProfile"]
+
+NODE_CLASS = "default"
+
+
+class KWOKProfile:
+    """Faults go into an insufficient-capacity file; NodeClasses are plain manifests."""
+
+    nodes_via: Literal["registrar", "native"] = "native"
+    unsupported: Mapping[str, str] = {
+        "drifted": "KWOK nodes have nothing that can drift",
+        "launch_unmanaged": "a KWOK instance is a Node: the cluster level creates one itself",
+    }
+
+    def __init__(self) -> None:
+        self._directory: Path | None = None
+
+    @property
+    def faults_file(self) -> Path:
+        """The insufficient-capacity file (after ``start``)."""
+        if self._directory is None:
+            raise RuntimeError("the KWOK profile is not started")
+        return self._directory / "insufficient-capacity"
+
+    def start(self) -> None:
+        """Create the insufficient-capacity file, empty."""
+        self._directory = Path(tempfile.mkdtemp(prefix="karpenter-kwok-profile-"))
+        self.reset()
+
+    def reset(self) -> None:
+        """No faults."""
+        self.faults_file.write_text("", encoding="utf-8")
+
+    def stop(self) -> None:
+        """Remove the file."""
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
+            self._directory = None
+
+    def settings(self) -> Mapping[str, str]:
+        """Point the provider at the insufficient-capacity file."""
+        return {FAULTS_OPTION: str(self.faults_file)}
+
+    def node_class(self, ready: bool = True) -> dict[str, Any]:
+        """The default KWOKNodeClass, with a Ready condition."""
+        status = "True" if ready else "False"
+        return {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": KIND,
+            "metadata": {"name": NODE_CLASS},
+            "spec": {},
+            "status": {
+                "conditions": [
+                    {
+                        "type": CONDITION_READY,
+                        "status": status,
+                        "reason": "Ready" if ready else "Disabled",
+                        "message": "" if ready else "disabled for the conformance suite",
+                        "lastTransitionTime": "2024-01-01T00:00:00Z",
+                    }
+                ]
+            },
+        }
+
+    def insufficient_capacity(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        """Add the offering to the insufficient-capacity file."""
+        with self.faults_file.open("a", encoding="utf-8") as file:
+            file.write(f"{instance_type} {zone} {capacity_type}\n")
