@@ -13,17 +13,28 @@ from typing import Any
 import click
 
 from karpenter_core.apis.quantity import format_quantity
+from karpenter_core.cli.disrupt import (
+    after_provisioning,
+    command_json,
+    drift_check,
+    print_disruption,
+    with_pod_events,
+)
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.registry import UnknownProviderError, discover
 from karpenter_core.cloudprovider.types import CloudProviderError, Offering
-from karpenter_core.disruption.planner import Command, Options, Plan, plan
+from karpenter_core.disruption.planner import Options, plan
 from karpenter_core.manifests import (
     ManifestError,
     build_snapshot,
     load_default_scenario,
     load_documents,
 )
-from karpenter_core.operator.settings import parse_feature_gates
+from karpenter_core.operator.settings import (
+    MIN_VALUES_POLICIES,
+    PREFERENCE_POLICIES,
+    parse_feature_gates,
+)
 from karpenter_core.scheduling.scheduler import NewNodeClaim, Results, schedulable, schedule
 
 
@@ -141,47 +152,6 @@ def _report(provider: str, results: Results, pods: int, seconds: float) -> dict[
     }
 
 
-def _command_json(command: Command) -> dict[str, Any]:
-    return {
-        "reason": command.reason,
-        "nodes": [c.name for c in command.candidates],
-        "replacements": [
-            {
-                "nodepool": r.nodepool,
-                "instance_type": r.instance_type.name,
-                "capacity_type": r.offering.capacity_type,
-                "zone": r.offering.zone,
-                "price": round(r.price, 6),
-                "price_estimated": r.offering.estimated,
-                "pods": [p.key for p in r.pods],
-            }
-            for r in command.replacements
-        ],
-        "savings_per_hour": round(command.savings_per_hour, 6),
-    }
-
-
-def _print_disruption(disruption: Plan) -> None:
-    click.echo("\nDisruption:")
-    if not disruption.commands:
-        click.echo("  nothing to do")
-    for command in disruption.commands:
-        replaced = ", ".join(
-            f"{r.instance_type.name} {r.offering.capacity_type} {r.offering.zone} "
-            f"{_price(r.price, r.offering)}"
-            for r in command.replacements
-        )
-        nodes = ", ".join(c.name for c in command.candidates)
-        action = f"replace with {replaced}" if replaced else "delete"
-        click.echo(
-            f"  {command.reason}: {action}: {nodes} (saves {command.savings_per_hour:.6f}/h)"
-        )
-    for node, why in sorted(disruption.blocked.items()):
-        click.echo(f"  left {node}: {why}")
-    total = sum(c.savings_per_hour for c in disruption.commands)
-    click.echo(f"  total savings {total:.6f}/h")
-
-
 def _price(price: float, offering: Offering) -> str:
     """The price, marked ``~`` when the provider only estimates it."""
     return f"~{price:.6f}" if offering.estimated else f"{price:.6f}"
@@ -277,6 +247,24 @@ def _print_text(
     envvar="FEATURE_GATES",
     help="Feature gates, e.g. SpotToSpotConsolidation=true.",
 )
+@click.option(
+    "--preference-policy",
+    type=click.Choice(PREFERENCE_POLICIES),
+    default="Respect",
+    show_default=True,
+    envvar="PREFERENCE_POLICY",
+    show_envvar=True,
+    help="Ignore drops pod preferences (preferred affinity, ScheduleAnyway spread) up front.",
+)
+@click.option(
+    "--min-values-policy",
+    type=click.Choice(MIN_VALUES_POLICIES),
+    default="Strict",
+    show_default=True,
+    envvar="MIN_VALUES_POLICY",
+    show_envvar=True,
+    help="BestEffort launches a NodeClaim that cannot meet a requirement's minValues anyway.",
+)
 @click.pass_context
 def simulate(
     ctx: click.Context,
@@ -286,6 +274,8 @@ def simulate(
     disrupt: bool,
     strict: bool,
     feature_gates: str,
+    preference_policy: str,
+    min_values_policy: str,
     **_settings_: str | None,
 ) -> None:
     """Show the nodes Karpenter would launch for the pending pods in the manifests.
@@ -312,7 +302,11 @@ def simulate(
     snapshot, notes = built.snapshot, [*collected.messages, *built.notes]
     pods = schedulable(snapshot.pending)
     started = time.perf_counter()
-    results = schedule(snapshot)
+    results = schedule(
+        snapshot,
+        ignore_preferences=preference_policy == "Ignore",
+        min_values_strict=min_values_policy == "Strict",
+    )
     seconds = time.perf_counter() - started
     _explain_unserved(results, built.unserved, served=bool(snapshot.nodepools))
     report = _report(provider, results, len(pods), seconds)
@@ -322,9 +316,16 @@ def simulate(
             gates = parse_feature_gates(feature_gates)
         except ValueError as err:
             raise click.ClickException(f"--feature-gates: {err}") from None
-        options = Options(spot_to_spot=gates["SpotToSpotConsolidation"])
-        disruption = plan(snapshot, datetime.now(UTC), options)
-        report["disruption"] = [_command_json(command) for command in disruption.commands]
+        options = Options(
+            spot_to_spot=gates["SpotToSpotConsolidation"],
+            drifted=drift_check(cloud, snapshot.nodeclaims, notes),
+            preference_policy=preference_policy,
+            min_values_policy=min_values_policy,
+        )
+        now = datetime.now(UTC)
+        cluster = after_provisioning(with_pod_events(snapshot), results, now)
+        disruption = plan(cluster, now, options)
+        report["disruption"] = [command_json(command) for command in disruption.commands]
         report["disruption_blocked"] = disruption.blocked
     if output == "json":
         report["notes"] = notes
@@ -333,7 +334,7 @@ def simulate(
     else:
         _print_text(report, results, notes, built.warnings)
         if disruption is not None:
-            _print_disruption(disruption)
+            print_disruption(disruption)
 
 
 _provider_options(simulate, offline=True)

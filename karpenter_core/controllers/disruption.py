@@ -6,7 +6,9 @@ Every ``DISRUPTION_POLL_PERIOD`` the controller snapshots the cluster state as p
 pods, or already being disrupted, are left out) and orchestrates it:
 
 1. consolidation (empty, underutilized) waits ``DISRUPTION_VALIDATION_DELAY`` and is computed
-   again; it goes ahead only if the same nodes come out (drift and expiration go at once);
+   again; it goes ahead only if the same nodes come out (drift and expiration go at once;
+   expiration, as upstream's, launches no replacement: its pods go pending and provisioning
+   launches what they need);
 2. the candidate Nodes are tainted ``karpenter.sh/disrupted:NoSchedule`` and marked for deletion
    in the cluster state;
 3. replacement NodeClaims are created exactly as provisioning creates them
@@ -154,9 +156,12 @@ class DisruptionController(LoopController):
                 log.exception("is_drifted failed", extra={"nodeclaim": claim.metadata.name})
                 return ""
 
+        settings = self.context.settings
         return Options(
-            spot_to_spot=self.context.settings.feature("SpotToSpotConsolidation"),
+            spot_to_spot=settings.feature("SpotToSpotConsolidation"),
             drifted=drifted,
+            preference_policy=settings.preference_policy,
+            min_values_policy=settings.min_values_policy,
         )
 
     def _decide(self) -> tuple[Command | None, Snapshot, dict[str, NodePool], dict[str, str]]:

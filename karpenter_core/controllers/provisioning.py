@@ -330,7 +330,11 @@ class Provisioner:
             return None
         snapshot.nodeclaims = with_expected_allocatable(snapshot.nodeclaims, catalog)
         metrics.scheduling_started(self.name, len(snapshot.pending))
-        results = schedule(snapshot)
+        results = schedule(
+            snapshot,
+            ignore_preferences=context.settings.preference_policy == "Ignore",
+            min_values_strict=context.settings.min_values_policy == "Strict",
+        )
         metrics.SCHEDULING_DURATION.labels(self.name).observe(time.perf_counter() - started)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(

@@ -2,8 +2,10 @@
 
 Methods run in upstream's order and the first that finds something wins: emptiness, drift,
 multi-node consolidation, single-node consolidation. Expiration is separate and forceful: it
-ignores budgets. Every decision is a simulation with the provisioning scheduler in its
-"fewest new NodeClaims" mode.
+ignores budgets and launches nothing first (provisioning makes room for the pods afterwards).
+Every decision is a simulation with the provisioning scheduler, under the operator's
+preference and minValues policies. Pending pods take part in every simulation, once: capacity
+they need is not removed, and a pending pod that fits nowhere does not stop a command.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results, schedule
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 
-__all__ = ["Command", "Options", "Plan", "next_command", "plan"]
+__all__ = ["Command", "Options", "Plan", "as_node", "next_command", "plan"]
 
 MAX_MULTI_NODE = 100
 """Candidates multi-node consolidation considers at most (upstream's cap)."""
@@ -38,6 +40,10 @@ class Options:
     """The SpotToSpotConsolidation feature gate."""
     drifted: Callable[[Candidate], str] | None = None
     """Extra drift reasons, such as the provider's is_drifted ("" when not drifted)."""
+    preference_policy: str = "Respect"
+    """PREFERENCE_POLICY: ``Ignore`` drops pod preferences in every simulation."""
+    min_values_policy: str = "Strict"
+    """MIN_VALUES_POLICY: ``BestEffort`` lets a simulated NodeClaim relax minValues."""
 
 
 @dataclass(slots=True)
@@ -47,12 +53,16 @@ class Command:
     reason: str  # "empty" | "underutilized" | "drifted" | "expired"
     candidates: list[Candidate]
     replacements: list[NewNodeClaim] = field(default_factory=list)
+    provisioned: list[NewNodeClaim] = field(default_factory=list)
+    """New capacity provisioning launches afterwards for the candidates' pods that fit nowhere
+    else (expiration launches no replacement first). Not part of the command."""
 
     @property
     def savings_per_hour(self) -> float:
-        """What the cluster costs less per hour afterwards (unknown node prices count as 0)."""
+        """What the cluster costs less per hour afterwards, the new capacity its pods need
+        included (unknown node prices count as 0)."""
         removed = sum(c.price or 0.0 for c in self.candidates)
-        return removed - sum(r.price for r in self.replacements)
+        return removed - sum(r.price for r in [*self.replacements, *self.provisioned])
 
 
 @dataclass(slots=True)
@@ -63,55 +73,106 @@ class Plan:
     blocked: dict[str, str] = field(default_factory=dict)
 
 
-def _unbound(pod: PodInfo) -> PodInfo:
+def _bound(pod: PodInfo, node_name: str | None) -> PodInfo:
     clone = copy.copy(pod)
-    clone.node_name = None
+    clone.node_name = node_name
     return clone
 
 
-def _simulate(snapshot: Snapshot, removed: Sequence[Candidate], minimize: Minimize) -> Results:
+def _simulate(
+    snapshot: Snapshot, removed: Sequence[Candidate], minimize: Minimize, options: Options
+) -> Results:
+    """Schedule the pending pods and the pods of ``removed`` on the cluster without them."""
     names = {c.name for c in removed}
-    moved = [_unbound(p) for c in removed for p in c.pods]
+    moved = [_bound(p, None) for c in removed for p in c.pods]
     reduced = replace(
         snapshot,
         nodes=[n for n in snapshot.nodes if n.name not in names],
         pending=[*snapshot.pending, *moved],
     )
-    return schedule(reduced, minimize)
+    return schedule(
+        reduced,
+        minimize,
+        ignore_preferences=options.preference_policy == "Ignore",
+        min_values_strict=options.min_values_policy != "BestEffort",
+    )
 
 
-def _consolidatable(candidate: Candidate, now: datetime) -> bool:
+def _stranded(results: Results, removed: Sequence[Candidate]) -> bool:
+    """Whether a pod of ``removed`` found no place (pending pods that fit nowhere do not count)."""
+    return any(p.key in results.unschedulable for c in removed for p in c.pods)
+
+
+def _needed(results: Results, removed: Sequence[Candidate]) -> list[NewNodeClaim]:
+    """The new NodeClaims that hold pods of ``removed`` (pending pods may share them)."""
+    keys = {p.key for c in removed for p in c.pods}
+    return [c for c in results.new_nodeclaims if any(p.key in keys for p in c.pods)]
+
+
+def _span(seconds: float) -> str:
+    """Seconds as a Go duration: 45s, 2m5s, 3h0m12s."""
+    hours, rest = divmod(max(int(seconds), 0), 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+def _unconsolidatable(candidate: Candidate, now: datetime) -> str:
+    """Why consolidation, emptiness included, may not act on the node now ("" when it may)."""
     disruption = candidate.nodepool.spec.disruption
     after = parse_nillable_duration(disruption.consolidate_after)
     if after is None:
-        return False
+        return f"NodePool {candidate.nodepool.metadata.name} has consolidateAfter Never"
     # consolidateAfter counts from the last pod event on the node, else from its creation.
-    since = max(candidate.node.created, candidate.node.last_pod_event)
-    return not since or now.timestamp() - since >= after.total_seconds()
+    node = candidate.node
+    since = max(node.created, node.last_pod_event)
+    elapsed = now.timestamp() - since
+    if since and elapsed < after.total_seconds():
+        event = "the last pod event" if node.last_pod_event > node.created else "its creation"
+        return (
+            f"consolidateAfter ({disruption.consolidate_after}) has not elapsed since {event} "
+            f"({_span(elapsed)} ago)"
+        )
+    return ""
+
+
+def _unconsolidatable_busy(candidate: Candidate) -> str:
+    """Why consolidation may not move the pods of a node that has some ("" when it may)."""
+    nodepool = candidate.nodepool
+    if nodepool.spec.disruption.consolidation_policy != "WhenEmptyOrUnderutilized":
+        return (
+            f"NodePool {nodepool.metadata.name} has consolidationPolicy "
+            f"{nodepool.spec.disruption.consolidation_policy} and the node has "
+            f"{len(candidate.pods)} pod(s) to move"
+        )
+    if candidate.price is None:
+        return "its price is unknown (its instance type or offering is not in the catalog)"
+    return ""
 
 
 def _budget(snapshot: Snapshot, reason: str, now: datetime) -> dict[str, int]:
     """Disruptions each NodePool allows now for ``reason``."""
-    out = {}
+    out: dict[str, int] = {}
     for nodepool in snapshot.nodepools:
         name = nodepool.metadata.name
         nodes = [n for n in snapshot.nodes if n.nodepool == name and n.initialized]
         budgets = [b.model_dump(exclude_none=True) for b in nodepool.spec.disruption.budgets]
         disrupting = sum(1 for n in nodes if n.deleting)
-        out[name] = allowed_disruptions(budgets, reason, len(nodes), disrupting, now)
+        out[name or ""] = allowed_disruptions(budgets, reason, len(nodes), disrupting, now)
     return out
 
 
 def _allowed(candidates_: Sequence[Candidate], allowed: dict[str, int]) -> list[Candidate]:
     """The candidates of NodePools whose budget allows at least one more disruption."""
-    return [c for c in candidates_ if allowed.get(c.nodepool.metadata.name, 0) > 0]
+    return [c for c in candidates_ if allowed.get(c.nodepool.metadata.name or "", 0) > 0]
 
 
 def _within_budget(candidates_: Sequence[Candidate], allowed: dict[str, int]) -> list[Candidate]:
     left = dict(allowed)
     out = []
     for candidate in candidates_:
-        name = candidate.nodepool.metadata.name
+        name = candidate.nodepool.metadata.name or ""
         if left.get(name, 0) > 0:
             left[name] -= 1
             out.append(candidate)
@@ -191,14 +252,15 @@ def _replacement(
 def _consolidate(
     snapshot: Snapshot, candidates_: Sequence[Candidate], reason: str, options: Options
 ) -> Command | None:
-    results = _simulate(snapshot, candidates_, Minimize.NODECLAIMS)
-    if results.unschedulable:
+    results = _simulate(snapshot, candidates_, Minimize.NODECLAIMS, options)
+    if _stranded(results, candidates_):
         return None
-    if not results.new_nodeclaims:
+    needed = _needed(results, candidates_)
+    if not needed:
         return Command(reason, list(candidates_))
-    if len(results.new_nodeclaims) > 1:
+    if len(needed) > 1:
         return None
-    replacement = _replacement(candidates_, results.new_nodeclaims[0], options)
+    replacement = _replacement(candidates_, needed[0], options)
     if replacement is None:
         return None
     return Command(reason, list(candidates_), [replacement])
@@ -214,7 +276,7 @@ def _next_command(
     found, why = candidates(snapshot, now)
     blocked.update(why)
     found = [c for c in found if c.name not in exclude]
-    consolidatable = [c for c in found if _consolidatable(c, now)]
+    consolidatable = [c for c in found if not _unconsolidatable(c, now)]
 
     empty = [c for c in consolidatable if not c.pods]
     empty = _within_budget(empty, _budget(snapshot, EMPTY, now))
@@ -224,17 +286,11 @@ def _next_command(
     drifted = [c for c in found if _drift_reason(c, options)]
     drifted.sort(key=lambda c: (bool(c.pods), c.node.created, c.name))
     for candidate in _allowed(drifted, _budget(snapshot, DRIFTED, now)):
-        results = _simulate(snapshot, [candidate], Minimize.PRICE)
-        if not results.unschedulable:
-            return Command("drifted", [candidate], results.new_nodeclaims)
+        results = _simulate(snapshot, [candidate], Minimize.PRICE, options)
+        if not _stranded(results, [candidate]):
+            return Command("drifted", [candidate], _needed(results, [candidate]))
 
-    underused = [
-        c
-        for c in consolidatable
-        if c.nodepool.spec.disruption.consolidation_policy == "WhenEmptyOrUnderutilized"
-        and c.price is not None
-        and c.pods
-    ]
+    underused = [c for c in consolidatable if c.pods and not _unconsolidatable_busy(c)]
     allowed = _budget(snapshot, UNDERUTILIZED, now)
     multi = _within_budget(underused, allowed)[:MAX_MULTI_NODE]
     best = None
@@ -256,26 +312,52 @@ def _next_command(
     return None
 
 
-def _expired(snapshot: Snapshot, now: datetime, exclude: Collection[str] = ()) -> list[Command]:
+def _expired(snapshot: Snapshot, now: datetime, exclude: Collection[str] = ()) -> list[Candidate]:
+    """Nodes older than their NodePool's expireAfter; blocks do not protect them."""
     found, _ = candidates(snapshot, now, include_blocked=True)
-    commands = []
+    out = []
     for candidate in found:
-        if candidate.name in exclude:
-            continue
         expire = parse_nillable_duration(candidate.nodepool.spec.template.spec.expire_after)
-        if expire is None or not candidate.node.created:
+        if candidate.name in exclude or expire is None or not candidate.node.created:
             continue
         if now.timestamp() - candidate.node.created >= expire.total_seconds():
-            results = _simulate(snapshot, [candidate], Minimize.PRICE)
-            commands.append(Command("expired", [candidate], results.new_nodeclaims))
-    return commands
+            out.append(candidate)
+    return out
 
 
-def _apply(snapshot: Snapshot, command: Command, now: datetime) -> Snapshot:
-    """The cluster after ``command``: candidates gone, their pods on the nodes they moved to."""
+def _expire(snapshot: Snapshot, candidate: Candidate, options: Options) -> Command:
+    """Delete the expired node; its pods go to other nodes or to what provisioning launches."""
+    results = _simulate(snapshot, [candidate], Minimize.PRICE, options)
+    return Command("expired", [candidate], provisioned=_needed(results, [candidate]))
+
+
+def as_node(claim: NewNodeClaim, name: str, created: float, initialized: bool = True) -> NodeInfo:
+    """The Node a NodeClaim the scheduler decided on would become, with its pods bound to it."""
+    labels = {
+        **claim.instance_type.requirements.labels(),
+        **claim.offering.requirements.labels(),
+        **claim.labels,
+        wk.INSTANCE_TYPE: claim.instance_type.name,
+        wk.TOPOLOGY_ZONE: claim.offering.zone,
+        wk.CAPACITY_TYPE: claim.offering.capacity_type,
+    }
+    return NodeInfo(
+        name,
+        labels,
+        claim.instance_type.allocatable,
+        pods=[_bound(p, name) for p in claim.pods],
+        taints=claim.taints,
+        created=created,
+        initialized=initialized,
+    )
+
+
+def _apply(snapshot: Snapshot, command: Command, now: datetime, options: Options) -> Snapshot:
+    """The cluster after ``command``: candidates gone, their pods and the pending pods that
+    found a place on the nodes they moved to, the pods left over pending."""
     names = {c.name for c in command.candidates}
     minimize = Minimize.PRICE if command.reason in ("drifted", "expired") else Minimize.NODECLAIMS
-    results = _simulate(snapshot, command.candidates, minimize)
+    results = _simulate(snapshot, command.candidates, minimize, options)
     nodes = []
     for node in snapshot.nodes:
         if node.name in names:
@@ -283,30 +365,23 @@ def _apply(snapshot: Snapshot, command: Command, now: datetime) -> Snapshot:
         moved = results.existing.get(node.name)
         if moved:
             node = copy.copy(node)
-            node.pods = [*node.pods, *moved]
+            node.pods = [*node.pods, *(_bound(p, node.name) for p in moved)]
         nodes.append(node)
-    for i, claim in enumerate(command.replacements):
-        labels = {
-            **claim.instance_type.requirements.labels(),
-            **claim.offering.requirements.labels(),
-            **claim.labels,
-            wk.INSTANCE_TYPE: claim.instance_type.name,
-            wk.TOPOLOGY_ZONE: claim.offering.zone,
-            wk.CAPACITY_TYPE: claim.offering.capacity_type,
-        }
-        name = f"{claim.nodepool}-replacement-{len(snapshot.nodes)}-{i}"
-        moved = [p for c in results.new_nodeclaims for p in c.pods]
-        nodes.append(
-            NodeInfo(
-                name,
-                labels,
-                claim.instance_type.allocatable,
-                pods=moved,
-                taints=claim.taints,
-                created=now.timestamp(),
-            )
+    taken = {n.name for n in snapshot.nodes}
+    for claim in [*command.replacements, *command.provisioned]:
+        name = next(
+            f"{claim.nodepool}-{command.reason}-{i}"
+            for i in range(len(taken) + 1)
+            if f"{claim.nodepool}-{command.reason}-{i}" not in taken
         )
-    return replace(snapshot, nodes=nodes)
+        taken.add(name)
+        nodes.append(as_node(claim, name, now.timestamp()))
+    placed = {p.key for n in nodes for p in n.pods} | {
+        p.key for pods in results.existing.values() for p in pods
+    }
+    left = [p for p in snapshot.pending if p.key not in placed]
+    left += [_bound(p, None) for c in command.candidates for p in c.pods if p.key not in placed]
+    return replace(snapshot, nodes=nodes, pending=left)
 
 
 def next_command(
@@ -317,14 +392,36 @@ def next_command(
     exclude: Collection[str] = (),
 ) -> Command | None:
     """The one command the controller should carry out now: an expired node first (forceful,
-    outside the budgets), else the first command of emptiness, drift, multi-node and
-    single-node consolidation. Nodes named in ``exclude`` (nominated, already being disrupted)
-    are never candidates; ``blocked`` collects why other nodes were left alone."""
+    outside the budgets, nothing launched first), else the first command of emptiness, drift,
+    multi-node and single-node consolidation. Nodes named in ``exclude`` (nominated, already
+    being disrupted) are never candidates; ``blocked`` collects why other nodes were left
+    alone."""
     options = options or Options()
     expired = _expired(snapshot, now, exclude)
     if expired:
-        return expired[0]
+        return _expire(snapshot, expired[0], options)
     return _next_command(snapshot, now, options, {} if blocked is None else blocked, exclude)
+
+
+def _left_alone(snapshot: Snapshot, now: datetime, names: Collection[str]) -> dict[str, str]:
+    """Why consolidation leaves each of ``names`` that is a candidate: not consolidatable yet,
+    pods a WhenEmpty NodePool does not move, no price, or no budget left."""
+    found, _ = candidates(snapshot, now)
+    budgets = {reason: _budget(snapshot, reason, now) for reason in (EMPTY, UNDERUTILIZED)}
+    out = {}
+    for candidate in found:
+        if candidate.name not in names:
+            continue
+        why = _unconsolidatable(candidate, now) or (
+            _unconsolidatable_busy(candidate) if candidate.pods else ""
+        )
+        reason = UNDERUTILIZED if candidate.pods else EMPTY
+        pool = candidate.nodepool.metadata.name
+        if not why and budgets[reason].get(pool or "", 0) <= 0:
+            why = f"the disruption budget of NodePool {pool} allows no more {reason} disruptions"
+        if why:
+            out[candidate.name] = why
+    return out
 
 
 def plan(
@@ -334,20 +431,24 @@ def plan(
     computed on the cluster the previous one leaves), until nothing more can be done."""
     options = options or Options()
     result = Plan()
-    result.commands.extend(_expired(snapshot, now))
-    expired = {c.name for command in result.commands for c in command.candidates}
-    current = replace(snapshot, nodes=[n for n in snapshot.nodes if n.name not in expired])
+    current = snapshot
+    command: Command | None
+    for _ in range(len(snapshot.nodes)):
+        expired = _expired(current, now)
+        if not expired:
+            break
+        command = _expire(current, expired[0], options)
+        result.commands.append(command)
+        current = _apply(current, command, now, options)
     for _ in range(rounds):
         command = _next_command(current, now, options, result.blocked)
         if command is None:
             break
         result.commands.append(command)
-        current = _apply(current, command, now)
-    original = {n.name for n in snapshot.nodes}
+        current = _apply(current, command, now, options)
     disrupted = {c.name for command in result.commands for c in command.candidates}
-    result.blocked = {
-        name: why
-        for name, why in result.blocked.items()
-        if name in original and name not in disrupted
-    }
+    kept = {n.name for n in snapshot.nodes} - disrupted
+    result.blocked = {name: why for name, why in result.blocked.items() if name in kept}
+    for name, why in _left_alone(current, now, kept).items():
+        result.blocked.setdefault(name, why)
     return result

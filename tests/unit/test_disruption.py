@@ -18,7 +18,7 @@ import pytest
 
 from karpenter_core.controllers.nodepool import HASH_VERSION, nodepool_hash
 from karpenter_core.disruption.candidates import candidates
-from karpenter_core.disruption.planner import Options
+from karpenter_core.disruption.planner import Options, plan
 from karpenter_core.scheduling.snapshot import NodeInfo
 from tests.unit.disruption_fixtures import (
     CAPACITY_TYPE,
@@ -37,7 +37,7 @@ from tests.unit.disruption_fixtures import (
     snapshot,
     summary,
 )
-from tests.unit.scheduling_fixtures import instance_type
+from tests.unit.scheduling_fixtures import INSTANCE_TYPE, instance_type, make_pod
 
 ON_DEMAND_ONLY = {"key": CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}
 
@@ -603,7 +603,7 @@ def test_provider_drift_reason_is_drift():
 # --- expiration ----------------------------------------------------------------------------------
 
 
-def test_expired_node_is_replaced_regardless_of_budgets():
+def test_expired_node_is_deleted_regardless_of_budgets():
     # Upstream v1: expiration deletes the NodeClaim at creation + expireAfter; forceful, it
     # consults no disruption budget.
     nodes = [
@@ -631,6 +631,131 @@ def test_expiration_is_not_blocked_by_do_not_disrupt():
     assert [(c.reason, [n.name for n in c.candidates]) for c in result.commands] == [
         ("expired", ["ancient"])
     ]
+
+
+def test_expired_node_is_deleted_and_its_pods_need_new_capacity_not_counted_as_saved():
+    # Upstream v1: expiration deletes the NodeClaim, launching nothing first; pods that fit
+    # nowhere else go pending and provisioning launches for them. That new capacity is what
+    # the pods cost again, so it comes off the saving.
+    ancient = node("ancient", pods=pods("web", "ancient", 5, cpu="500m"), created=DAY_OLD)
+    result = decide([ancient], [pool(expire_after="12h", budgets=[{"nodes": "0"}])])
+    (command,) = result.commands
+    assert command.reason == "expired"
+    assert command.replacements == []
+    (launch,) = command.provisioned
+    assert sorted(p.key for p in launch.pods) == [f"default/web-{i}" for i in range(5)]
+    assert command.savings_per_hour == pytest.approx(0.20 - launch.price)
+    assert command.savings_per_hour < 0.20
+
+
+def test_expired_pods_that_fit_elsewhere_need_nothing_new():
+    ancient = node("ancient", pods=[pod("web-0", "ancient")], created=DAY_OLD)
+    roomy = node("roomy", "c-8", pods=pods("api", "roomy", 2), created=NOW)
+    pools = [pool(expire_after="12h", consolidate_after="Never")]
+    (command,) = decide([ancient, roomy], pools, rounds=50).commands
+    assert (command.reason, command.provisioned) == ("expired", [])
+    assert command.savings_per_hour == pytest.approx(0.20)
+
+
+# --- pending pods --------------------------------------------------------------------------------
+
+
+def test_pending_pods_are_counted_once_in_later_commands():
+    # A pending pod takes part in every simulation once: after an earlier command it does not
+    # stay both pending and on the node it was placed on, so a replacement is not sized for it
+    # twice. Bound or pending, the same pods give the same replacement.
+    def cluster(pending: int) -> tuple[list[NodeInfo], list[Any]]:
+        waiting = [make_pod(f"web-{i}", cpu="1", memory="1Gi") for i in range(pending)]
+        bound = pods("web", "big", 6, cpu="1", memory="1Gi")[pending:]
+        return [node("idle"), node("big", "c-8", pods=bound)], waiting
+
+    results = {}
+    for pending in (0, 3):
+        nodes, waiting = cluster(pending)
+        snap = snapshot(nodes, [pool(budgets=[{"nodes": "100%"}])])
+        snap.pending = waiting
+        result = plan(snap, NOW, rounds=50)
+        results[pending] = result
+        assert [c.reason for c in result.commands] == ["empty", "underutilized"]
+    for result in results.values():
+        (replacement,) = result.commands[1].replacements
+        keys = [p.key for p in replacement.pods]
+        assert len(keys) == len(set(keys)) == 6
+    assert summary(results[3]) == summary(results[0])
+
+
+def test_a_pending_pod_that_fits_nowhere_does_not_stop_consolidation():
+    # Upstream: a consolidation needs every pod of its candidates to schedule; pending pods
+    # that cannot schedule anywhere do not count against it.
+    nodes = [
+        node("light", pods=[pod("web-0", "light")]),
+        node("roomy", "c-8", pods=pods("api", "roomy", 2), created=NOW),
+    ]
+    snap = snapshot(nodes, [pool(consolidate_after="1h", budgets=[{"nodes": "100%"}])])
+    snap.pending = [make_pod("huge", cpu="64")]
+    assert summary(plan(snap, NOW, rounds=1)) == [("underutilized", ["light"], [])]
+
+
+# --- policies ------------------------------------------------------------------------------------
+
+
+def test_preference_policy_reaches_every_simulation():
+    # PREFERENCE_POLICY=Respect: the pod's preferred zone-b is a requirement first, so moving
+    # it needs a zone-b node; Ignore lets it join the roomy zone-a node, so its node is deleted.
+    prefers_b = [(1, [{"key": ZONE, "operator": "In", "values": ["zone-b"]}])]
+    light = node("light", pods=[pod("web-0", "light", node_preferences=prefers_b)])
+    roomy = node("roomy", "c-8", pods=pods("api", "roomy", 2), created=NOW)
+    pools = [pool(consolidate_after="1h", budgets=[{"nodes": "100%"}])]
+    respect = decide([light, roomy], pools, options=Options(preference_policy="Respect"))
+    ignore = decide([light, roomy], pools, options=Options(preference_policy="Ignore"))
+    assert summary(respect) == [("underutilized", ["light"], [("c-2", "spot")])]
+    assert respect.commands[0].replacements[0].offering.zone == "zone-b"
+    assert summary(ignore) == [("underutilized", ["light"], [])]
+
+
+def test_min_values_policy_reaches_every_simulation():
+    # minValues 3 on instance types, and a 3-CPU pod only c-4 and c-8 hold: Strict cannot
+    # place it on a new node, so the drifted node stays; BestEffort relaxes minValues.
+    requirements = [
+        {"key": INSTANCE_TYPE, "operator": "In", "values": ["c-2", "c-4", "c-8"], "minValues": 3}
+    ]
+    drifted = node("old", pods=[pod("web-0", "old", cpu="3")])
+    pools = [pool(requirements=requirements, consolidate_after="Never")]
+
+    def options(policy: str) -> Options:
+        return Options(drifted=lambda c: "ImageDrifted", min_values_policy=policy)
+
+    strict = decide([drifted], pools, options=options("Strict"))
+    best_effort = decide([drifted], pools, options=options("BestEffort"))
+    assert strict.commands == []
+    assert summary(best_effort) == [("drifted", ["old"], [("c-4", "spot")])]
+    assert best_effort.commands[0].replacements[0].min_values_relaxed
+
+
+# --- what blocks a node --------------------------------------------------------------------------
+
+
+def test_nodes_consolidation_may_not_touch_are_listed_with_the_reason():
+    settling = node("settling", created=NOW - timedelta(seconds=12))
+    touched = node("touched", pods=[pod("web-0", "touched")])
+    touched.last_pod_event = (NOW - timedelta(seconds=5)).timestamp()
+    result = decide([settling, touched], [pool(consolidate_after="30s")], rounds=50)
+    assert result.commands == []
+    assert result.blocked == {
+        "settling": "consolidateAfter (30s) has not elapsed since its creation (12s ago)",
+        "touched": "consolidateAfter (30s) has not elapsed since the last pod event (5s ago)",
+    }
+    never = decide([node("idle")], [pool(consolidate_after="Never")], rounds=50)
+    assert never.blocked == {"idle": "NodePool default has consolidateAfter Never"}
+    when_empty = decide([touched], [pool(policy="WhenEmpty")], rounds=50)
+    assert when_empty.blocked == {
+        "touched": "NodePool default has consolidationPolicy WhenEmpty and the node has 1 "
+        "pod(s) to move"
+    }
+    no_budget = decide([node("idle")], [pool(budgets=[{"nodes": "0"}])], rounds=50)
+    assert no_budget.blocked == {
+        "idle": "the disruption budget of NodePool default allows no more Empty disruptions"
+    }
 
 
 # --- karpenter simulate --disrupt ----------------------------------------------------------------

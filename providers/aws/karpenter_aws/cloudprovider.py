@@ -796,13 +796,14 @@ class AWSCloudProvider:
 
     def is_drifted(self, nodeclaim: NodeClaim) -> str:
         """Why the instance no longer matches its EC2NodeClass: NodeClassDrift (the hashed spec
-        changed), AMIDrift, SecurityGroupDrift or SubnetDrift; "" when it still matches."""
-        if not self.catalog.is_live:
-            return ""
+        changed), AMIDrift, SecurityGroupDrift or SubnetDrift; "" when it still matches.
+        Offline (``karpenter simulate``), only NodeClassDrift, against the EC2NodeClasses given
+        to ``use_node_classes``."""
         ref = nodeclaim.spec.node_class_ref
         if (ref.group, ref.kind) != (GROUP, KIND):
             return ""
-        node_class = self.node_classes.get(ref.name)
+        live = self.catalog.is_live
+        node_class = (self.node_classes if live else self._given_node_classes).get(ref.name)
         if node_class is None:
             return ""
         annotations = nodeclaim.metadata.annotations
@@ -813,6 +814,8 @@ class AWSCloudProvider:
             and claimed != nodeclass_hash(node_class.spec)
         ):
             return _DRIFT_NODECLASS
+        if not live:
+            return ""
         if self._ami_drifted(nodeclaim, node_class):
             return _DRIFT_AMI
         try:
