@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -37,8 +37,11 @@ from karpenter_core.operator.settings import (
 )
 from karpenter_core.scheduling.scheduler import NewNodeClaim, Results, schedulable, schedule
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+"""A command function being decorated (or the command made of it)."""
 
-def _provider_options(command: click.Command, *, offline: bool = False) -> click.Command:
+
+def _provider_options(command: _F, *, offline: bool = False) -> _F:
     """Add every discovered provider's settings as ``--<name>`` options (``offline``: only those
     ``simulate`` reads)."""
     seen: set[str] = set()

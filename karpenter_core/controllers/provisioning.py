@@ -224,8 +224,8 @@ def limit_check(
         count += 1
         capacity = {r: to_milli(q) for r, q in nodeclaim.status.capacity.items()}
         if not capacity:
-            for option in _claim_instance_types(nodeclaim):
-                instance_type = catalog.get(option)
+            for type_name in _claim_instance_types(nodeclaim):
+                instance_type = catalog.get(type_name)
                 for resource, amount in instance_type.capacity.items() if instance_type else ():
                     capacity[resource] = max(capacity.get(resource, 0), amount)
         for resource, amount in capacity.items():

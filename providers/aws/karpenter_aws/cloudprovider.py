@@ -13,6 +13,7 @@ capacity for are kept out for a while (``UnavailableOfferings``).
 
 from __future__ import annotations
 
+import builtins
 import ipaddress
 import json
 import logging
@@ -844,7 +845,7 @@ class AWSCloudProvider:
             return False
         return image_id not in map_to_instance_types([instance_type], node_class.status.amis)
 
-    def repair_policies(self) -> list[RepairPolicy]:
+    def repair_policies(self) -> builtins.list[RepairPolicy]:
         """Upstream's: the kubelet's Ready condition, and the EKS node monitoring agent's."""
         minutes = timedelta(minutes=1)
         return [
@@ -857,7 +858,7 @@ class AWSCloudProvider:
             RepairPolicy("ContainerRuntimeReady", "False", 30 * minutes),
         ]
 
-    def supported_node_classes(self) -> list[type[BaseModel]]:
+    def supported_node_classes(self) -> builtins.list[type[BaseModel]]:
         """EC2NodeClass."""
         return [EC2NodeClass]
 
