@@ -530,15 +530,15 @@ class ClusterState:
                 obj for informer in self.nodeclasses.values() for obj in informer.cache.values()
             ]
             daemonsets = list(self.daemonsets.cache.values())
-            pdbs = list(self.pdbs.cache.values())
-            pvs = list(self.pvs.cache.values())
-            pvcs = list(self.pvcs.cache.values())
-            storage_classes = list(self.storage_classes.cache.values())
+            pdbs: list[Mapping[str, Any]] = list(self.pdbs.cache.values())
+            pvs: list[Mapping[str, Any]] = list(self.pvs.cache.values())
+            pvcs: list[Mapping[str, Any]] = list(self.pvcs.cache.values())
+            storage_classes: list[Mapping[str, Any]] = list(self.storage_classes.cache.values())
         bound: dict[str, list[PodInfo]] = {}
         for pod in pods:
             if pod.node_name:
                 bound.setdefault(pod.node_name, []).append(pod)
-        views = []
+        views: list[NodeInfo] = []
         for node in nodes:
             view = copy.copy(node)
             view.pods = bound.get(node.name, [])
