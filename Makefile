@@ -17,9 +17,11 @@ setup: $(BIN)/karpenter
 simulate: setup
 	$(BIN)/karpenter simulate
 
+# mypy checks the packages listed in pyproject.toml [tool.mypy] (tests and benchmarks are left out).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 unit: setup
