@@ -332,23 +332,50 @@ def test_not_found_for_a_gone_instance(harness: Harness) -> None:
 
 @pytest.mark.check(core=True, needs=("insufficient_capacity",))
 def test_insufficient_capacity(harness: Harness) -> None:
-    """A launch the cloud refuses raises InsufficientCapacity; the next create avoids it."""
+    """A launch the cloud has no capacity for raises InsufficientCapacity; the offering is then
+    unavailable and the next create launches another."""
     probe = _create(harness, harness.nodeclaim())
     refused = _launched(probe)
     with contextlib.suppress(NodeClaimNotFound):
         harness.provider.delete(probe)
     harness.profile.insufficient_capacity(*refused)
-    claim = harness.nodeclaim()
+    only = harness.nodeclaim(
+        [
+            {"key": key, "operator": "In", "values": [value]}
+            for key, value in zip(
+                (wk.INSTANCE_TYPE, wk.TOPOLOGY_ZONE, wk.CAPACITY_TYPE), refused, strict=True
+            )
+        ]
+    )
     try:
-        created = harness.provider.create(claim)
+        created = harness.provider.create(only)
     except InsufficientCapacity:
         pass
+    except Exception as error:
+        raise Violation(
+            f"raised {type(error).__name__}: {error} for a NodeClaim allowing only {refused}, "
+            "which has no capacity",
+            "InsufficientCapacity",
+        ) from None
     else:
         raise Violation(
-            f"launched {_launched(created)} when {refused} has no capacity",
+            f"launched {_launched(created)} for a NodeClaim allowing only {refused}, which has "
+            "no capacity",
             "InsufficientCapacity",
         )
-    retried = _create(harness, claim)
+    offered = [
+        o
+        for t in harness.instance_types()
+        if t.name == refused[0]
+        for o in t.offerings
+        if (o.zone, o.capacity_type) == refused[1:]
+    ]
+    expect(
+        offered and not any(o.available for o in offered),
+        f"still offers {refused} as available after it had no capacity",
+        "it unavailable",
+    )
+    retried = _create(harness, harness.nodeclaim())
     expect(
         _launched(retried) != refused,
         f"launched {refused} again after it raised InsufficientCapacity for it",
