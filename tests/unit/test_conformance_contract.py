@@ -76,6 +76,17 @@ def test_kwok_passes_the_contract_level(kwok_report: Report) -> None:
     assert all(r.description for r in kwok_report.results)
 
 
+def test_aws_passes_the_contract_level_against_moto() -> None:
+    report = run(discover().provider("aws"))
+    results = outcomes(report)
+    failed = {name: message for name, (outcome, message) in results.items() if outcome == "failed"}
+    assert failed == {}
+    assert report.ok
+    assert {r.name for r in report.results if r.core} == CORE
+    skipped = {name for name, (outcome, _) in results.items() if outcome == "skipped"}
+    assert skipped == set(), f"AWS skips {sorted(skipped)}"
+
+
 class NotIdempotent(KWOKCloudProvider):
     """Launches a new instance on every create, even for the same NodeClaim."""
 

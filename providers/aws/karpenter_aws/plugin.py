@@ -29,6 +29,7 @@ from karpenter_core.cloudprovider.plugin import (
 )
 
 if TYPE_CHECKING:
+    from karpenter_aws.conformance import AWSProfile
     from karpenter_core.cloudprovider.types import CloudProvider
 
 __all__ = ["karpenter_register_providers"]
@@ -42,6 +43,12 @@ def _factory(context: ProviderContext) -> CloudProvider:
             context, settings={**context.settings, "region": _offline_region(context)}
         )
     return AWSCloudProvider.from_context(context)
+
+
+def _conformance() -> AWSProfile:
+    from karpenter_aws.conformance import AWSProfile
+
+    return AWSProfile()
 
 
 def _offline_region(context: ProviderContext) -> str:
@@ -104,5 +111,6 @@ def karpenter_register_providers() -> list[ProviderRecord]:
             description="EC2 instances from EC2NodeClasses (spot and on-demand); offline, "
             "a packaged EC2 catalog with public on-demand prices",
             default_scenario=_default_scenario,
+            conformance=_conformance,
         )
     ]
