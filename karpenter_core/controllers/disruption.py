@@ -16,6 +16,11 @@ pods, or already being disrupted, are left out) and orchestrates it:
    ``replacement_timeout`` (on timeout: untaint, unmark, delete the replacements);
 4. the candidate NodeClaims are deleted; termination drains them.
 
+A command lives only in the controller's memory. Each pass therefore starts by taking the
+disrupted taint off every node no command holds and that is not going away
+(``stale_disruption_taints``), as upstream does: a controller killed mid-command leaves no node
+unschedulable for good.
+
 Events (DisruptionLaunching, DisruptionWaitingReadiness, DisruptionTerminating,
 DisruptionBlocked, Unconsolidatable) and metrics
 (``karpenter_voluntary_disruption_*``) use upstream's names.
@@ -27,7 +32,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
@@ -51,9 +56,15 @@ if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodepool import NodePool
     from karpenter_core.controllers.context import Context
     from karpenter_core.disruption.candidates import Candidate
+    from karpenter_core.operator.state import ClusterNode
     from karpenter_core.scheduling.snapshot import Snapshot
 
-__all__ = ["DisruptionController", "consolidation_type", "replacement_timeout"]
+__all__ = [
+    "DisruptionController",
+    "consolidation_type",
+    "replacement_timeout",
+    "stale_disruption_taints",
+]
 
 log = logging.getLogger("karpenter.disruption")
 
@@ -91,6 +102,21 @@ def _decision(command: Command) -> str:
 
 def _names(command: Command) -> list[str]:
     return sorted(c.name for c in command.candidates)
+
+
+def stale_disruption_taints(
+    nodes: Iterable[ClusterNode], held: Collection[str], going: Callable[[ClusterNode], bool]
+) -> list[str]:
+    """The nodes whose ``karpenter.sh/disrupted`` taint no command holds: tainted, not in
+    ``held`` (the nodes of commands in flight) and not going away (``going``: being deleted, or
+    marked for deletion, with their NodeClaim)."""
+    return sorted(
+        node.name
+        for node in nodes
+        if node.name not in held
+        and any(t.key == wk.DISRUPTED_TAINT_KEY for t in node.taints)
+        and not going(node)
+    )
 
 
 def _ready(nodepool: NodePool) -> bool:
@@ -212,9 +238,10 @@ class DisruptionController(LoopController):
                 )
 
     def reconcile(self) -> None:
-        """One pass: decide, validate, orchestrate."""
+        """One pass: release stale taints, decide, validate, orchestrate."""
         if not self.context.state.wait_for_sync(0.5):
             return
+        self.release_stale_taints()
         command, snapshot, nodepools, blocked = self._decide()
         self._publish_blocked(snapshot, blocked)
         if command is None:
@@ -351,6 +378,29 @@ class DisruptionController(LoopController):
         for candidate in command.candidates:
             self._set_taint(candidate.name, present=False)
         context.state.unmark_for_deletion([*(c.name for c in command.candidates), *claim_names])
+
+    def release_stale_taints(self, held: Collection[str] = ()) -> None:
+        """Untaint the nodes no command holds (``held``: the nodes of commands in flight). The
+        controller runs its one command within a pass, so between passes nothing is held."""
+        state = self.context.state
+
+        def going(node: ClusterNode) -> bool:
+            claim = state.nodeclaim_for_node(node) if node.provider_id else None
+            return (
+                node.deletion_time is not None
+                or state.marked_for_deletion(node.name)
+                or (
+                    claim is not None
+                    and (
+                        claim.metadata.deletion_timestamp is not None
+                        or state.marked_for_deletion(claim.metadata.name or "")
+                    )
+                )
+            )
+
+        for name in stale_disruption_taints(state.nodes(), held, going):
+            log.info("removing a disrupted taint no command holds", extra={"node": name})
+            self._set_taint(name, present=False)
 
     def _set_taint(self, name: str, present: bool) -> None:
         """Add or remove the karpenter.sh/disrupted:NoSchedule taint, conditionally."""

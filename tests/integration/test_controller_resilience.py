@@ -1,8 +1,9 @@
-"""The controller survives what production throws at it: a crash at the worst moment, a second
-replica, an apiserver restart."""
+"""The controller survives what production throws at it: a crash at the worst moment (between
+launch and status, in the middle of a disruption), a second replica, an apiserver restart."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
@@ -186,4 +187,88 @@ def test_apiserver_restart_mid_watch_misses_no_pending_pod(
         )
     finally:
         client.AppsV1Api(kube_client).delete_namespaced_deployment("after", namespace)
+        harness.cleanup_pool(kube_client, pool)
+
+
+def _disrupted(node: client.V1Node) -> bool:
+    return any(t.key == "karpenter.sh/disrupted" for t in node.spec.taints or ())
+
+
+def test_a_controller_killed_mid_disruption_leaves_no_node_tainted(
+    kube_client: client.ApiClient,
+    namespace: str,
+    pool: str,
+    start_controller: Callable[..., harness.Controller],
+) -> None:
+    """SIGKILL while a consolidation waits for its replacement: the restarted controller takes
+    the disrupted taint off the candidate (now do-not-disrupt, so nothing else may change)."""
+    body = harness.nodepool(
+        pool,
+        pool,
+        requirements=[
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+            {"key": "karpenter.kwok.sh/instance-family", "operator": "In", "values": ["c"]},
+            {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+        ],
+    )
+    body["spec"]["disruption"] = {
+        "consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "consolidateAfter": "0s",
+    }
+    harness.create_nodepool(kube_client, body)
+    fast = {"DISRUPTION_POLL_PERIOD": "1s", "DISRUPTION_VALIDATION_DELAY": "1s"}
+    controller = start_controller(env=fast)
+    controller.wait_ready()
+    apps = client.AppsV1Api(kube_client)
+    harness.apply_deployment(kube_client, namespace, harness.deployment("big", pool, 1, cpu="6"))
+    harness.apply_deployment(kube_client, namespace, harness.deployment("small", pool, 1, cpu="1"))
+    custom = client.CustomObjectsApi(kube_client)
+    try:
+        harness.wait_running(controller, kube_client, namespace, pool, 2, "2 pods Running")
+        [node] = harness.pool_nodes(kube_client, pool)
+        [claim] = harness.nodeclaims(kube_client, pool)
+        # Replacements now take minutes to register: the consolidation waits, tainted.
+        custom.patch_cluster_custom_object(
+            harness.KWOK_GROUP,
+            harness.KWOK_VERSION,
+            harness.KWOK_PLURAL,
+            pool,
+            {"spec": {"nodeRegistrationDelay": "3m"}},
+        )
+        apps.delete_namespaced_deployment("big", namespace)
+        core = client.CoreV1Api(kube_client)
+        wait_until(
+            lambda: controller.alive() and _disrupted(core.read_node(node.metadata.name)),
+            "the node tainted for its replacement",
+            timeout=40,
+        )
+        controller.kill()
+        core.patch_node(
+            node.metadata.name,
+            {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}},
+        )
+        assert _disrupted(core.read_node(node.metadata.name)), "the kill left the taint"
+
+        restarted = start_controller(env=fast)
+        restarted.wait_ready()
+        wait_until(
+            lambda: restarted.alive() and not _disrupted(core.read_node(node.metadata.name)),
+            "the leftover taint removed",
+            timeout=40,
+        )
+        current = core.read_node(node.metadata.name)
+        assert current.metadata.deletion_timestamp is None
+        claims = {c["metadata"]["name"]: c for c in harness.nodeclaims(kube_client, pool)}
+        original = claims[claim["metadata"]["name"]]
+        assert not original["metadata"].get("deletionTimestamp"), "the candidate was kept"
+        running = harness.running_on_pool(kube_client, namespace, pool, "app=small")
+        assert [p.spec.node_name for p in running] == [node.metadata.name]
+        assert any(
+            r.get("message") == "removing a disrupted taint no command holds"
+            for r in restarted.log_lines()
+        )
+    finally:
+        apps.delete_namespaced_deployment("small", namespace)
+        with contextlib.suppress(client.ApiException):
+            apps.delete_namespaced_deployment("big", namespace)
         harness.cleanup_pool(kube_client, pool)
