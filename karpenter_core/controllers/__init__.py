@@ -1,5 +1,6 @@
-"""The controllers the operator runs in the leader: provisioning, NodeClaim lifecycle, NodePool
-status, termination, garbage collection and (behind the NodeRepair gate) node repair."""
+"""The controllers the operator runs in the leader: provisioning, NodeClaim lifecycle, pod events
+and the Consolidatable condition, NodePool status, termination, garbage collection, disruption and
+(behind the NodeRepair gate) node repair."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from karpenter_core.controllers.context import Context
 from karpenter_core.controllers.disruption import DisruptionController
 from karpenter_core.controllers.garbage_collection import GarbageCollector
 from karpenter_core.controllers.node_repair import NodeRepair
+from karpenter_core.controllers.nodeclaim.consolidatable import ConsolidatableController
 from karpenter_core.controllers.nodeclaim.lifecycle import LifecycleController
+from karpenter_core.controllers.nodeclaim.podevents import PodEventsController
 from karpenter_core.controllers.nodepool import NodePoolController
 from karpenter_core.controllers.provisioning import Provisioner
 from karpenter_core.controllers.status_conditions import StatusConditionController
@@ -35,6 +38,8 @@ def build_controllers(operator: Operator) -> list[Controller]:
     controllers: list[Controller] = [
         provisioner,
         LifecycleController(context),
+        PodEventsController(context),
+        ConsolidatableController(context),
         NodePoolController(context),
         StatusConditionController(context),
         TerminationController(context),

@@ -15,6 +15,7 @@ from karpenter_core.apis.v1.common import Condition
 
 __all__ = [
     "NODECLAIMS",
+    "format_time",
     "name_of",
     "node_path",
     "nodeclaim_path",
@@ -55,7 +56,8 @@ def name_of(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
 
 
-def _format_time(moment: datetime) -> str:
+def format_time(moment: datetime) -> str:
+    """An RFC 3339 timestamp in UTC, to the second, as the API writes them."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -83,7 +85,7 @@ def set_condition(
             return False
         updated = {**item, "status": value, "reason": reason, "message": message}
         if item.get("status") != value:
-            updated["lastTransitionTime"] = _format_time(now)
+            updated["lastTransitionTime"] = format_time(now)
         conditions[index] = updated
         status["conditions"] = conditions
         return True
@@ -93,7 +95,7 @@ def set_condition(
             "status": value,
             "reason": reason,
             "message": message,
-            "lastTransitionTime": _format_time(now),
+            "lastTransitionTime": format_time(now),
         }
     )
     status["conditions"] = conditions

@@ -75,6 +75,7 @@ class ClusterPod(PodInfo):
         "phase",
         "priority_class",
         "ready_time",
+        "scheduled_time",
         "start_time",
         "unschedulable",
     )
@@ -92,6 +93,8 @@ class ClusterPod(PodInfo):
         self.start_time: float | None = None
         self.ready_time: float | None = None
         """When the Ready condition last became True."""
+        self.scheduled_time: float | None = None
+        """When the PodScheduled condition became True (the pod was bound to its node)."""
 
     @classmethod
     def decode(cls, obj: Mapping[str, Any]) -> ClusterPod:
@@ -114,6 +117,8 @@ class ClusterPod(PodInfo):
                     condition.get("status") == "False"
                     and condition.get("reason") == "Unschedulable"
                 )
+                if condition.get("status") == "True":
+                    pod.scheduled_time = _time(condition.get("lastTransitionTime"))
             elif kind == "Ready" and condition.get("status") == "True":
                 pod.ready_time = _time(condition.get("lastTransitionTime"))
         return pod
@@ -236,8 +241,9 @@ class ClusterState:
         self._nominations: dict[str, tuple[str, float]] = {}
         self._marked: set[str] = set()
         self._last_pod_event: dict[str, float] = {}
-        """Node name -> when a pod was last bound to or removed from it (NodeClaim status
-        lastPodEventTime); consolidateAfter counts from it."""
+        """Node name -> when a pod was last bound to, or removed from, it: the newest of what the
+        pod watch saw and the NodeClaim's persisted ``status.lastPodEventTime``; consolidateAfter
+        counts from it."""
 
         def informer(path: str, decode: Callable[[dict[str, Any]], Any], **kw: Any) -> Informer:
             return Informer(client, path, decode, watch_timeout=watch_timeout, lock=self.lock, **kw)
@@ -342,17 +348,37 @@ class ClusterState:
 
     # -- indexes --------------------------------------------------------------------------
 
+    def _pod_event(self, node_name: str, when: float | None) -> None:
+        """Record a pod event on a node (keeping the newest)."""
+        if when is not None and when > self._last_pod_event.get(node_name, 0.0):
+            self._last_pod_event[node_name] = when
+
+    def _bound_pod_event(self, old: ClusterPod | None, new: ClusterPod, live: bool) -> float | None:
+        """When the change to ``new`` (a bound pod) was a pod event on its node, if it was one."""
+        if old is None or old.node_name != new.node_name:
+            return new.scheduled_time or (self.clock() if live else None)
+        if old.deletion_time is None and new.deletion_time is not None:
+            return self.clock()
+        return None
+
     def _on_pod(self, kind: str, key: str, old: ClusterPod | None, new: ClusterPod | None) -> None:
+        # The first list replays every bound pod: only its recorded bind time is an event then.
+        # Later, a bind counts from its PodScheduled time (else now); a removal or the start of
+        # a pod's termination, from now. DaemonSet pods, and pods of nodes already gone, make
+        # no events (as upstream).
+        live = self.pods.synced.is_set()
+        nodes = self.nodes_informer.cache
         if old is not None and old.node_name and (new is None or new.node_name != old.node_name):
-            self._last_pod_event[old.node_name] = self.clock()
+            if old.node_name in nodes and not old.is_daemon():
+                self._pod_event(old.node_name, self.clock())
             keys = self._pods_by_node.get(old.node_name)
             if keys is not None:
                 keys.discard(key)
                 if not keys:
                     del self._pods_by_node[old.node_name]
         if new is not None and new.node_name:
-            if old is None or old.node_name != new.node_name:
-                self._last_pod_event[new.node_name] = self.clock()
+            if not new.is_daemon():
+                self._pod_event(new.node_name, self._bound_pod_event(old, new, live))
             self._pods_by_node.setdefault(new.node_name, set()).add(key)
             self._nominations.pop(key, None)
         if new is None:
@@ -373,6 +399,7 @@ class ClusterState:
             self._node_by_provider_id[new.provider_id] = key
         if kind == DELETED:
             self._marked.discard(key)
+            self._last_pod_event.pop(key, None)
 
     def _on_nodeclaim(
         self, kind: str, key: str, old: NodeClaim | None, new: NodeClaim | None
@@ -381,8 +408,12 @@ class ClusterState:
             self._claim_by_provider_id.pop(old.status.provider_id, None)
         if new is not None and new.status.provider_id:
             self._claim_by_provider_id[new.status.provider_id] = key
+        if new is not None and new.status.node_name and new.status.last_pod_event_time:
+            self._pod_event(new.status.node_name, new.status.last_pod_event_time.timestamp())
         if kind == DELETED:
             self._marked.discard(key)
+            if old is not None and old.status.node_name:
+                self._last_pod_event.pop(old.status.node_name, None)
 
     # -- our own writes -------------------------------------------------------------------
 
@@ -445,6 +476,11 @@ class ClusterState:
         informer = self.nodeclasses.get(kind)
         return informer.cache.get(name) if informer is not None else None
 
+    def last_pod_event(self, node_name: str) -> float | None:
+        """When a pod was last bound to or removed from the node (epoch seconds), if known."""
+        with self.lock:
+            return self._last_pod_event.get(node_name)
+
     def nodeclaim_for_node(self, node: NodeInfo | str) -> NodeClaim | None:
         """The NodeClaim whose providerID is the node's (a node or a providerID)."""
         provider_id = node if isinstance(node, str) else node.provider_id
@@ -490,6 +526,11 @@ class ClusterState:
         with self.lock:
             self._marked.update(names)
             self._on_any("MARKED", "", None, None)
+
+    def marked_for_deletion(self, name: str) -> bool:
+        """Whether a node or NodeClaim (by name) is marked as going away."""
+        with self.lock:
+            return name in self._marked
 
     def unmark_for_deletion(self, names: Iterable[str]) -> None:
         """Undo ``mark_for_deletion`` (a disruption rolled back)."""

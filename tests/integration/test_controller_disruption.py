@@ -1,9 +1,13 @@
-"""Disruption end to end: consolidation after a scale-down, and drift after a template change."""
+"""Disruption end to end: consolidation after a scale-down, drift after a template change, and
+consolidateAfter across a controller restart."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import time
 from collections.abc import Callable
+from datetime import datetime
 
 import pytest
 from kubernetes import client
@@ -174,4 +178,85 @@ def test_template_change_replaces_drifted_nodes_one_by_one(
     finally:
         watch.stop()
         apps.delete_namespaced_deployment("spread", namespace)
+        harness.cleanup_pool(kube_client, pool)
+
+
+def _lonely_pod(pool: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "lonely", "labels": {"app": "lonely"}},
+        "spec": {
+            "nodeSelector": {"test-pool": pool},
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {"name": "app", "image": "fake", "resources": {"requests": {"cpu": "1"}}}
+            ],
+        },
+    }
+
+
+def _timestamp(value: str) -> float:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def test_consolidate_after_counts_on_across_a_restart(
+    kube_client: client.ApiClient,
+    namespace: str,
+    pool: str,
+    start_controller: Callable[..., harness.Controller],
+) -> None:
+    """A node emptied at T with consolidateAfter 30s goes at T+30s although the controller
+    restarts at T+10s: neither at once (counting from the node's creation) nor at T+40s."""
+    body = harness.nodepool(pool, pool)
+    body["spec"]["disruption"] = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"}
+    harness.create_nodepool(kube_client, body)
+    controller = start_controller(env=FAST_DISRUPTION)
+    controller.wait_ready()
+    core = client.CoreV1Api(kube_client)
+    core.create_namespaced_pod(namespace, _lonely_pod(pool))
+    try:
+        harness.wait_running(controller, kube_client, namespace, pool, 1, "the pod Running")
+        [node] = harness.pool_nodes(kube_client, pool)
+        created = node.metadata.creation_timestamp.timestamp()
+        # Empty the node well after its creation, so that counting from creation would differ.
+        time.sleep(max(0.0, created + 12 - time.time()))
+        emptied = time.time()
+        core.delete_namespaced_pod("lonely", namespace)
+
+        def persisted() -> float:
+            [current] = harness.nodeclaims(kube_client, pool)
+            value = current.get("status", {}).get("lastPodEventTime")
+            return _timestamp(value) if value else 0.0
+
+        wait_until(
+            lambda: controller.alive() and persisted() >= emptied - 1,
+            "lastPodEventTime of the emptying written",
+            timeout=8,
+        )
+        time.sleep(max(0.0, emptied + 10 - time.time()))
+        controller.stop()
+        restarted = start_controller(env=FAST_DISRUPTION)
+        restarted.wait_ready()
+        gone_at: list[float] = []
+        early: list[str] = []
+
+        def consolidated() -> bool:
+            restarted.alive()
+            claims = harness.nodeclaims(kube_client, pool)
+            if any(c["metadata"].get("deletionTimestamp") for c in claims) or not claims:
+                gone_at.append(time.time())
+                return True
+            for condition in claims[0].get("status", {}).get("conditions", ()):
+                if condition["type"] == "Consolidatable" and time.time() < emptied + 29:
+                    early.append(f"{condition} at T+{time.time() - emptied:.1f}s")
+            return False
+
+        wait_until(consolidated, "the empty node consolidated", timeout=45)
+        after = gone_at[0] - emptied
+        assert 28 <= after <= 38, f"consolidated {after:.1f}s after the node was emptied"
+        assert not early, early
+    finally:
+        with contextlib.suppress(client.ApiException):
+            core.delete_namespaced_pod("lonely", namespace)
         harness.cleanup_pool(kube_client, pool)

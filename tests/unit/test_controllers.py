@@ -3,6 +3,7 @@ garbage collection and repair, on hand-written objects (no cluster)."""
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -19,15 +20,27 @@ from karpenter_core.cloudprovider.types import (
     Offering,
     RepairPolicy,
 )
+from karpenter_core.controllers.context import Context
+from karpenter_core.controllers.disruption import stale_disruption_taints
 from karpenter_core.controllers.garbage_collection import lost_nodeclaims, orphans
 from karpenter_core.controllers.node_repair import repairs
+from karpenter_core.controllers.nodeclaim.consolidatable import (
+    ConsolidatableController,
+    consolidatable_at,
+    consolidate_after,
+)
 from karpenter_core.controllers.nodeclaim.initialization import initialization_blocker
 from karpenter_core.controllers.nodeclaim.launch import launch_failure, launched
 from karpenter_core.controllers.nodeclaim.lifecycle import Step, next_step, ready_condition
 from karpenter_core.controllers.nodeclaim.liveness import liveness_verdict
+from karpenter_core.controllers.nodeclaim.podevents import (
+    DEDUPE_WINDOW,
+    PodEventsController,
+    pod_event_update,
+)
 from karpenter_core.controllers.nodeclaim.registration import registered_node
 from karpenter_core.controllers.nodepool import nodepool_status
-from karpenter_core.controllers.objects import set_condition
+from karpenter_core.controllers.objects import nodeclaim_path, set_condition, status_true
 from karpenter_core.controllers.provisioning import (
     Batcher,
     limit_check,
@@ -35,7 +48,9 @@ from karpenter_core.controllers.provisioning import (
     with_expected_allocatable,
 )
 from karpenter_core.controllers.termination import drain_plan, termination_deadline
-from karpenter_core.operator.state import ClusterNode, ClusterPod
+from karpenter_core.operator.kube import Conflict
+from karpenter_core.operator.settings import Settings
+from karpenter_core.operator.state import ClusterNode, ClusterPod, ClusterState
 from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import schedule
 from karpenter_core.scheduling.snapshot import PodInfo, Snapshot
@@ -489,3 +504,179 @@ def test_batcher_is_not_extended_by_the_same_pod_again() -> None:
     assert batcher.wait(stop, poll=0.01)
     assert time.monotonic() - started < 0.5
     thread.join()
+
+
+# -- crash leftovers and consolidation timers -------------------------------------------------
+
+DISRUPTED = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+
+
+def _named_node(name: str, taints: list[dict[str, str]]) -> ClusterNode:
+    return ClusterNode.decode({"metadata": {"name": name}, "spec": {"taints": taints}})
+
+
+def test_stale_disruption_taints_spare_held_and_departing_nodes() -> None:
+    other = {"key": "dedicated", "effect": "NoSchedule"}
+    nodes = [
+        _named_node("leftover", [DISRUPTED]),
+        _named_node("held", [DISRUPTED]),
+        _named_node("deleting", [DISRUPTED]),
+        _named_node("untainted", [other]),
+    ]
+    stale = stale_disruption_taints(nodes, {"held"}, lambda n: n.name == "deleting")
+    assert stale == ["leftover"]
+    assert stale_disruption_taints(nodes, (), lambda n: False) == ["deleting", "held", "leftover"]
+
+
+def test_pod_event_writes_are_deduplicated_and_never_go_back() -> None:
+    persisted = NOW - timedelta(seconds=30)
+    seen = (NOW - timedelta(seconds=2)).timestamp() + 0.7
+    assert pod_event_update(None, seen, NOW) == NOW - timedelta(seconds=2)
+    assert pod_event_update(persisted, seen, NOW) == NOW - timedelta(seconds=2)
+    assert pod_event_update(persisted, persisted.timestamp(), NOW) is None
+    assert pod_event_update(persisted, None, NOW) is None
+    recent = NOW - timedelta(seconds=DEDUPE_WINDOW - 1)
+    assert pod_event_update(recent, NOW.timestamp(), NOW) is None, "within the window"
+    later = recent + timedelta(seconds=DEDUPE_WINDOW)
+    assert pod_event_update(recent, NOW.timestamp(), later) == NOW, "written once it has passed"
+
+
+def _consolidating_pool(after: str) -> NodePool:
+    pool = _nodepool()
+    pool.spec.disruption.consolidate_after = after
+    return pool
+
+
+def test_consolidatable_counts_from_the_last_pod_event_else_initialization() -> None:
+    initialized = NOW - timedelta(minutes=5)
+    claim = _claim(
+        conditions=[
+            {
+                "type": "Initialized",
+                "status": "True",
+                "reason": "Initialized",
+                "lastTransitionTime": initialized.isoformat(),
+            }
+        ]
+    )
+    after = consolidate_after(_consolidating_pool("30s"))
+    assert after == timedelta(seconds=30)
+    assert consolidatable_at(claim, after, None) == initialized + timedelta(seconds=30)
+    assert consolidatable_at(claim, after, NOW) == NOW + timedelta(seconds=30)
+    assert consolidate_after(_consolidating_pool("Never")) is None
+    assert consolidate_after(None) is None, "NodePool unknown"
+    assert consolidatable_at(claim, None, NOW) is None
+    assert consolidatable_at(_claim(), after, NOW) is None, "not initialized"
+
+
+class _NodeClaimEndpoint:
+    """In-memory NodeClaims behind the KubeClient verbs the status writers use: JSON merge
+    patches on ``<path>/status``, refused with a Conflict when a given resourceVersion is stale."""
+
+    def __init__(self, claim: NodeClaim) -> None:
+        self.objects = {nodeclaim_path(claim.metadata.name or ""): claim.to_manifest()}
+        self.objects[next(iter(self.objects))]["metadata"]["resourceVersion"] = "1"
+        self.patches: list[dict[str, Any]] = []
+
+    def get(self, path: str) -> dict[str, Any]:
+        return copy.deepcopy(self.objects[path])
+
+    def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        assert path.endswith("/status"), "status goes through the status subresource"
+        current = self.objects[path.removesuffix("/status")]
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        if version is not None and version != current["metadata"]["resourceVersion"]:
+            raise Conflict(409, "Conflict", path)
+        self.patches.append(copy.deepcopy(body))
+        current["status"] = {**current.get("status", {}), **body["status"]}
+        current["metadata"]["resourceVersion"] = str(
+            int(current["metadata"]["resourceVersion"]) + 1
+        )
+        return copy.deepcopy(current)
+
+
+def _controller_context(claim: NodeClaim, clock: list[float]) -> tuple[Context, _NodeClaimEndpoint]:
+    endpoint = _NodeClaimEndpoint(claim)
+    state = ClusterState(endpoint, clock=lambda: clock[0])  # type: ignore[arg-type]
+    state.update_nodeclaim(endpoint.get(nodeclaim_path(claim.metadata.name or "")))
+    pool = _consolidating_pool("30s").to_manifest()
+    pool["metadata"]["resourceVersion"] = "1"
+    state.nodepools_informer.inject(pool)
+    state.nodes_informer.inject(
+        {"metadata": {"name": "node-1", "resourceVersion": "1"}, "spec": {"providerID": "p://1"}}
+    )
+    context = Context(
+        settings=Settings(),
+        client=endpoint,  # type: ignore[arg-type]
+        state=state,
+        provider=None,  # type: ignore[arg-type]
+        events=None,  # type: ignore[arg-type]
+        clock=lambda: datetime.fromtimestamp(clock[0], UTC),
+    )
+    return context, endpoint
+
+
+def _bound_pod(name: str, scheduled: datetime | None = None) -> dict[str, Any]:
+    conditions = []
+    if scheduled is not None:
+        conditions = [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled.isoformat()}
+        ]
+    return {
+        "metadata": {"name": name, "namespace": "ns", "resourceVersion": "1"},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "c"}]},
+        "status": {"phase": "Running", "conditions": conditions},
+    }
+
+
+def test_pod_events_are_persisted_and_read_back_after_a_restart() -> None:
+    initialized = NOW - timedelta(minutes=5)
+    claim = _claim(
+        providerID="p://1",
+        nodeName="node-1",
+        conditions=[
+            {
+                "type": "Initialized",
+                "status": "True",
+                "reason": "Initialized",
+                "lastTransitionTime": initialized.isoformat(),
+            }
+        ],
+    )
+    clock = [NOW.timestamp()]
+    context, endpoint = _controller_context(claim, clock)
+    state = context.state
+    podevents = PodEventsController(context)
+    consolidatable = ConsolidatableController(context)
+
+    # Initialized five minutes ago, no pod event: consolidatable.
+    consolidatable.reconcile()
+    written = state.nodeclaim("default-abc")
+    assert written is not None and status_true(written, "Consolidatable")
+
+    # A pod is bound now: the time is written and the condition cleared.
+    state.pods.synced.set()
+    state.pods.inject(_bound_pod("web"))
+    podevents.reconcile()
+    consolidatable.reconcile()
+    assert endpoint.patches[-2] == {"status": {"lastPodEventTime": "2026-01-01T12:00:00Z"}}
+    written = state.nodeclaim("default-abc")
+    assert written is not None and written.status.last_pod_event_time == NOW
+    assert all(c.type != "Consolidatable" for c in written.status.conditions)
+
+    # 30 s later the timer has run out.
+    clock[0] += 30
+    podevents.reconcile()
+    consolidatable.reconcile()
+    written = state.nodeclaim("default-abc")
+    assert written is not None and status_true(written, "Consolidatable")
+
+    # A restart: the new state lists the pod (bound long ago) and the persisted NodeClaim, and
+    # counts from the persisted time, not from its start.
+    clock[0] = NOW.timestamp() + 10
+    restarted, _ = _controller_context(written, clock)
+    restarted.state.pods.inject(_bound_pod("web", scheduled=NOW - timedelta(minutes=4)))
+    restarted.state.pods.inject(_bound_pod("unscheduled-condition"))
+    assert restarted.state.last_pod_event("node-1") == NOW.timestamp()
+    [node] = restarted.state.snapshot({}).nodes
+    assert node.last_pod_event == NOW.timestamp()
