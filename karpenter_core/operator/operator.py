@@ -23,7 +23,7 @@ from karpenter_core.operator import metrics
 from karpenter_core.operator.events import EventRecorder
 from karpenter_core.operator.health import Probes
 from karpenter_core.operator.kube import KubeClient
-from karpenter_core.operator.leader import LeaderElector
+from karpenter_core.operator.leader import LeaderElector, exit_process
 from karpenter_core.operator.settings import Settings
 from karpenter_core.operator.state import ClusterPod, ClusterState
 
@@ -71,7 +71,10 @@ class Operator:
         controllers: ControllerFactory = _default_controllers,
         watch_timeout: int = 300,
         controller_stop_timeout: float = CONTROLLER_STOP_TIMEOUT,
+        terminate: Callable[[int], None] = exit_process,
     ) -> None:
+        """``terminate(1)`` ends the process when the Lease is lost (if it returns, as a test's
+        may, the controllers stop and ``run`` returns 1)."""
         self.settings = settings
         self.controller_stop_timeout = controller_stop_timeout
         self.record = record
@@ -89,7 +92,7 @@ class Operator:
         self.elector = (
             None
             if settings.disable_leader_election
-            else LeaderElector(kube, settings, self.identity)
+            else LeaderElector(kube, settings, self.identity, terminate=terminate)
         )
         self.probes: Probes | None = None
         self.stopping = threading.Event()

@@ -1,13 +1,17 @@
 """The operator's Kubernetes plumbing against the local cluster: client errors, informers
-(watch resume across an apiserver restart, re-list on 410), cluster state, leader election, RBAC."""
+(watch resume across an apiserver restart, re-list on 410), cluster state, leader election (and a
+leader cut off from a frozen apiserver), RBAC."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -29,6 +33,7 @@ from karpenter_core.operator.leader import LeaderElector
 from karpenter_core.operator.operator import Operator
 from karpenter_core.operator.settings import Settings
 from karpenter_core.operator.state import ClusterState
+from tests.integration import controller_harness as harness
 
 pytestmark = pytest.mark.integration
 
@@ -301,10 +306,15 @@ def test_cluster_state_tracks_pending_pods_and_own_writes(kube: KubeClient, name
         state.stop()
 
 
+def _lost(code: int) -> None:
+    """Leadership lost in an in-process elector: fail the test instead of ending pytest."""
+    raise AssertionError(f"the Lease was lost (exit status {code})")
+
+
 def _elector(
     kube: KubeClient, namespace: str, identity: str
 ) -> tuple[LeaderElector, threading.Thread, threading.Event]:
-    elector = LeaderElector(kube, FAST, identity, namespace=namespace)
+    elector = LeaderElector(kube, FAST, identity, namespace=namespace, terminate=_lost)
     working = threading.Event()
     thread = threading.Thread(target=elector.run, args=(working.set, working.clear), daemon=True)
     thread.start()
@@ -346,7 +356,7 @@ def test_the_controller_identity_can_watch_everything_and_hold_its_lease(
     rbac.apply(kube, rbac.manifests(provider="kwok"))
     controller = KubeClient.from_config(str(kubeconfig))
     state = ClusterState(controller).start()
-    elector = LeaderElector(controller, FAST, "rbac-test", namespace="karpenter")
+    elector = LeaderElector(controller, FAST, "rbac-test", namespace="karpenter", terminate=_lost)
     thread = threading.Thread(target=elector.run, args=(lambda: None, lambda: None), daemon=True)
     thread.start()
     try:
@@ -396,7 +406,11 @@ def test_operator_leads_serves_probes_and_shuts_down_cleanly(
     )
     recorder = _Recorder()
     operator = Operator(
-        settings, discover().provider("kwok"), kube, controllers=lambda _: [recorder]
+        settings,
+        discover().provider("kwok"),
+        kube,
+        controllers=lambda _: [recorder],
+        terminate=_lost,
     )
     result: list[int] = []
     thread = threading.Thread(target=lambda: result.append(operator.run()), daemon=True)
@@ -421,3 +435,62 @@ def test_operator_leads_serves_probes_and_shuts_down_cleanly(
         f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{settings.leader_election_name}"
     )
     assert lease["spec"]["holderIdentity"] == "", "the Lease is released on shutdown"
+
+
+def _renew_time(kube: KubeClient) -> datetime | None:
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{harness.NAMESPACE}/leases/"
+    try:
+        lease = kube.get(path + Settings().leader_election_name)
+    except NotFound:
+        return None
+    renewed = (lease.get("spec") or {}).get("renewTime")
+    return datetime.fromisoformat(renewed.replace("Z", "+00:00")) if renewed else None
+
+
+def _apiserver_ready(kube: KubeClient) -> bool:
+    api = kube.api_client
+    try:
+        response = api.rest_client.pool_manager.request(
+            "GET", f"{api.configuration.host}/readyz", timeout=2
+        )
+    except Exception:
+        return False
+    return response.status == 200
+
+
+def test_a_leader_cut_off_from_the_apiserver_exits_before_its_lease_expires(
+    kube_cluster,  # type: ignore[no-untyped-def]
+    kube: KubeClient,
+    start_controller: Callable[..., harness.Controller],
+) -> None:
+    """The apiserver freezes (SIGSTOP) right after a renewal, so the next renewal hangs in a
+    socket read: the leader must be gone before another replica could take the Lease."""
+    plane = kube_cluster.plane
+    if plane is None:
+        pytest.skip("needs the binaries backend: the test stops the kube-apiserver process")
+    apiserver = plane.describe()["kube-apiserver"][0]
+    lease_duration = float(harness.FAST_TIMERS["LEADER_ELECTION_LEASE_DURATION"].rstrip("s"))
+    leader = start_controller(name="cut-off")
+    leader.wait_leading()
+    before = _renew_time(kube)
+    wait_until(lambda: _renew_time(kube) != before, "a renewal", timeout=10, interval=0.05)
+    exited_at = None
+    os.kill(apiserver, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 3 * lease_duration
+        while exited_at is None and time.monotonic() < deadline:
+            if leader.process.poll() is not None:
+                exited_at = datetime.now().astimezone()
+            time.sleep(0.05)
+    finally:
+        os.kill(apiserver, signal.SIGCONT)
+        wait_until(lambda: _apiserver_ready(kube), "the apiserver is ready", timeout=60)
+    assert exited_at is not None, f"the leader kept running:\n{leader.log_tail()}"
+    assert leader.process.returncode == 1
+    last_renewal = _renew_time(kube)
+    assert last_renewal is not None
+    held_for = (exited_at - last_renewal).total_seconds()
+    assert held_for < lease_duration, (
+        f"exited {held_for:.1f}s after its last renewal; the Lease lasts {lease_duration}s"
+    )
+    assert any(r.get("message", "").startswith("leadership lost") for r in leader.log_lines())
