@@ -17,6 +17,7 @@ from typing import Any
 from karpenter_core.apis.duration import DurationError, parse_duration
 
 __all__ = [
+    "CRASH_AFTER_LAUNCH",
     "FEATURE_GATES",
     "MIN_VALUES_POLICIES",
     "PREFERENCE_POLICIES",
@@ -30,6 +31,9 @@ FEATURE_GATES = MappingProxyType({"NodeRepair": False, "SpotToSpotConsolidation"
 PREFERENCE_POLICIES = ("Respect", "Ignore")
 MIN_VALUES_POLICIES = ("Strict", "BestEffort")
 LOG_LEVELS = ("debug", "info", "warn", "error")
+CRASH_AFTER_LAUNCH = "after-launch-before-status"
+"""Test-only crash point: SIGKILL right after a provider's create returned, before the
+NodeClaim's status is written (the conformance suite's crash check)."""
 DEFAULT_NAMESPACE = "karpenter"
 _SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -101,6 +105,12 @@ def parse_feature_gates(text: str) -> Mapping[str, bool]:
             raise ValueError(f"unknown feature gate {name!r} (known: {', '.join(FEATURE_GATES)})")
         gates[name] = _bool(value)
     return MappingProxyType(gates)
+
+
+def _crash_point(text: str) -> str:
+    if text not in ("", CRASH_AFTER_LAUNCH):
+        raise ValueError(f"{text!r} is not a crash point ({CRASH_AFTER_LAUNCH}, or empty for none)")
+    return text
 
 
 def _text(text: str) -> str:
@@ -177,6 +187,12 @@ class Settings:
     )
     min_values_policy: str = _setting(
         "Strict", "MIN_VALUES_POLICY", _choice(MIN_VALUES_POLICIES), "Strict or BestEffort"
+    )
+    test_crash_point: str = _setting(
+        "",
+        "KARPENTER_TEST_CRASH_POINT",
+        _crash_point,
+        f"tests only: {CRASH_AFTER_LAUNCH} kills the process after a launch, before its status",
     )
 
     def feature(self, name: str) -> bool:

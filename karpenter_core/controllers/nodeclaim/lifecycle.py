@@ -8,6 +8,8 @@ next pass moves on. Ready is True once Launched, Registered and Initialized all 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from datetime import datetime
 from enum import Enum
 from functools import partial
@@ -36,6 +38,7 @@ from karpenter_core.controllers.runtime import KeyedWorkers, LoopController
 from karpenter_core.controllers.writes import patch_status, update_metadata
 from karpenter_core.operator import metrics
 from karpenter_core.operator.kube import Conflict, NotFound
+from karpenter_core.operator.settings import CRASH_AFTER_LAUNCH
 
 if TYPE_CHECKING:
     from karpenter_core.controllers.context import Context
@@ -204,6 +207,9 @@ class LifecycleController(LoopController):
 
             patch_status(context, path, manifest, unknown)
             return context.settings.nodeclaim_requeue
+        if context.settings.test_crash_point == CRASH_AFTER_LAUNCH:
+            log.warning("test crash point %s: killing the process", CRASH_AFTER_LAUNCH)
+            os.kill(os.getpid(), signal.SIGKILL)
         labels, annotations, fields = launched(nodeclaim, created)
         if labels != nodeclaim.metadata.labels or annotations != nodeclaim.metadata.annotations:
 
