@@ -35,7 +35,9 @@ integration: cluster-build
 
 test: lint unit integration
 
-# The Helm chart carries copies of the CRDs and RBAC manifests (a unit test checks they match).
-chart:
+# The Helm chart carries copies of the CRDs and of the core's and the AWS provider's RBAC
+# (a unit test checks they match).
+chart: setup
 	cp karpenter_core/crds/*.yaml providers/aws/karpenter_aws/crds/*.yaml charts/karpenter/crds/
-	cp karpenter_core/rbac/clusterrole.yaml karpenter_core/rbac/role.yaml karpenter_core/rbac/bindings.yaml karpenter_core/rbac/providers/aws.yaml charts/karpenter/files/rbac/
+	rm -f charts/karpenter/files/rbac/*.yaml
+	$(BIN)/karpenter rbac --provider aws --output-dir charts/karpenter/files/rbac

@@ -101,10 +101,6 @@ def _external_kubeconfig(config: pytest.Config) -> Path | None:
     return Path(first).expanduser() if first else None
 
 
-def _project_crds(config: pytest.Config) -> list[Path]:
-    return control_plane.default_crd_files(control_plane.find_project_root(config.rootpath))
-
-
 def _say(config: pytest.Config, message: str) -> None:
     """Show a progress line on the terminal, even while output is captured."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -122,7 +118,7 @@ def _binaries_cluster(
         _say(config, f"[cluster] building control-plane binaries into {build.bin_dir()}")
         build.build(log=lambda line: _say(config, line))
     plane = control_plane.ControlPlane(tmp_path_factory.mktemp("cluster"))
-    seconds = plane.start(_project_crds(config))
+    seconds = plane.start(control_plane.installed_crds())
     _say(config, f"[cluster] control plane up in {seconds:.1f}s (state in {plane.state_dir})")
     try:
         yield KubeCluster("binaries", plane.kubeconfig, plane)
@@ -178,7 +174,7 @@ def _docker_cluster(
                 }
             )
         )
-        crds.apply(kubeconfig, _project_crds(config))
+        crds.apply_documents(kubeconfig, control_plane.installed_crds())
         yield KubeCluster("docker", kubeconfig)
 
 

@@ -14,6 +14,7 @@ import click
 from karpenter_core.cli.controller import controller
 from karpenter_core.cli.crds import crds
 from karpenter_core.cli.providers import providers
+from karpenter_core.cli.rbac import rbac
 from karpenter_core.cli.simulate import simulate
 from karpenter_core.cloudprovider.plugin import CLI_ENTRY_POINT_GROUP
 
@@ -30,6 +31,7 @@ def cli() -> None:
 cli.add_command(controller)
 cli.add_command(crds)
 cli.add_command(providers)
+cli.add_command(rbac)
 cli.add_command(simulate)
 
 

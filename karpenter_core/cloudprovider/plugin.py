@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
     from pydantic import BaseModel
 
     from karpenter_core.cloudprovider.types import CloudProvider
@@ -121,6 +123,10 @@ class ProviderRecord:
     conformance: Callable[[], Any] | None = None
     """Returns the provider's conformance profile: how the ``karpenter-conformance`` suite starts
     a fake of the provider's cloud and acts on it (see docs/writing-a-provider.md)."""
+    cluster_role: Traversable | None = None
+    """A YAML file in the provider's package holding one ClusterRole: the permissions the
+    provider needs beyond the core's. ``karpenter rbac --provider <name>`` publishes its rules as
+    the ClusterRole ``karpenter-<name>``, bound to the controller's ServiceAccount."""
 
     def settings(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The value of each declared option: from ``values`` (keyed by the option's name with

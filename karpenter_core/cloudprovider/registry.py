@@ -13,6 +13,7 @@ import re
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 
 import pluggy
 
@@ -249,6 +250,11 @@ def _invalid(record: object) -> tuple[str, str | None] | None:
     capabilities = record.capabilities
     if not isinstance(capabilities, frozenset) or not all(isinstance(c, str) for c in capabilities):
         return f"{label}: capabilities must be a frozenset of strings", None
+    role = record.cluster_role
+    if role is not None and not isinstance(role, Traversable):
+        return f"{label}: cluster_role must be a file of its package (importlib.resources)", None
+    if role is not None and not role.is_file():
+        return f"{label}: its cluster_role file {role} does not exist", None
     return None
 
 

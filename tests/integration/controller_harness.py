@@ -1,8 +1,9 @@
 """Running the real controller against the local cluster, as its least-privilege identity.
 
-``controller_kubeconfig`` applies the project's RBAC manifests (``karpenter_core.rbac``: the
-ClusterRoles, the Lease Role and the bindings) and writes a kubeconfig holding a token for the
-``karpenter`` ServiceAccount: a permission the manifests lack fails the test that needs it. ``Controller`` runs
+``controller_kubeconfig`` applies the shipped RBAC (``karpenter_core.rbac``: the core's
+ClusterRole, Lease Role and bindings, plus the ClusterRole the KWOK provider's record ships) and
+writes a kubeconfig holding a token for the ``karpenter`` ServiceAccount: a permission the
+manifests lack fails the test that needs it. ``Controller`` runs
 ``karpenter controller --provider kwok`` in a subprocess with seconds-scale timers.
 """
 
@@ -27,6 +28,7 @@ from kubernetes import client
 from karpenter_conformance.identity import service_account_kubeconfig
 from karpenter_conformance.waiting import wait_until
 from karpenter_core import rbac
+from karpenter_core.cloudprovider.registry import discover
 from karpenter_core.operator.kube import KubeClient
 
 NAMESPACE = rbac.DEFAULT_NAMESPACE
@@ -52,12 +54,12 @@ def free_port() -> int:
 
 
 def controller_kubeconfig(admin_kubeconfig: Path, out: Path) -> Path:
-    """Apply the shipped RBAC (core and kwok rules) and write a kubeconfig authenticating as
-    the controller's ServiceAccount."""
+    """Apply the shipped RBAC (the core's and the kwok record's) and write a kubeconfig
+    authenticating as the controller's ServiceAccount."""
     path = service_account_kubeconfig(admin_kubeconfig, NAMESPACE, rbac.SERVICE_ACCOUNT, out)
     kube = KubeClient.from_config(str(admin_kubeconfig))
     try:
-        rbac.apply(kube, rbac.manifests(NAMESPACE, provider="kwok"))
+        rbac.apply(kube, rbac.manifests(NAMESPACE, provider=discover().provider("kwok")))
     finally:
         kube.close()
     return path

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -40,3 +42,45 @@ def test_down_and_env_use_a_state_dir_given_after_them(
     assert capsys.readouterr().err == f"no control plane was running from {state}\n"
     assert cluster_cli.main(["env", "--state-dir", str(state)]) == 1
     assert capsys.readouterr().err == f"error: no control plane runs from {state}; run `up`\n"
+
+
+def test_up_applies_the_crds_of_every_installed_provider(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Providers come from their entry points (an out-of-tree one has no providers/ folder)."""
+    from pydantic import BaseModel
+
+    from karpenter_core.cloudprovider import registry
+    from karpenter_core.cloudprovider.plugin import NodeClassInfo
+
+    class ExampleNodeClass(BaseModel):
+        spec: dict[str, str] = {}
+
+    info = NodeClassInfo(
+        model=ExampleNodeClass,
+        group="example.dev",
+        version="v1",
+        kind="ExampleNodeClass",
+        plural="examplenodeclasses",
+    )
+    records = {"example": SimpleNamespace(node_classes=(info,))}
+    monkeypatch.setattr(registry, "discover", lambda: SimpleNamespace(records=records))
+    started: list[list[str]] = []
+
+    class Plane:
+        def __init__(self, state_dir: Path) -> None:
+            self.kubeconfig = state_dir / "kubeconfig"
+
+        def start(self, documents: list[dict[str, Any]]) -> float:
+            started.append([d["metadata"]["name"] for d in documents])
+            return 0.0
+
+        def describe(self) -> dict[str, tuple[int, Path]]:
+            return {}
+
+    monkeypatch.setattr(cluster_cli.control_plane, "ControlPlane", Plane)
+    monkeypatch.chdir(tmp_path)  # not inside the project: nothing may come from its folders
+    assert cluster_cli.main(["up", "--state-dir", str(tmp_path)]) == 0
+    assert started == [
+        ["nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "examplenodeclasses.example.dev"]
+    ]

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
 from karpenter_aws.settings import OPTIONS
+from karpenter_core.cli.rbac import rbac
 from karpenter_core.operator.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,11 +24,8 @@ SOURCES = {
     / "karpenter_core/crds/karpenter.sh_nodeclaims.yaml",
     CHART / "crds" / "karpenter.k8s.aws_ec2nodeclasses.yaml": ROOT
     / "providers/aws/karpenter_aws/crds/karpenter.k8s.aws_ec2nodeclasses.yaml",
-    CHART / "files/rbac/clusterrole.yaml": ROOT / "karpenter_core/rbac/clusterrole.yaml",
-    CHART / "files/rbac/role.yaml": ROOT / "karpenter_core/rbac/role.yaml",
-    CHART / "files/rbac/bindings.yaml": ROOT / "karpenter_core/rbac/bindings.yaml",
-    CHART / "files/rbac/aws.yaml": ROOT / "karpenter_core/rbac/providers/aws.yaml",
 }
+RBAC_DIR = CHART / "files" / "rbac"
 
 
 @pytest.mark.parametrize("copy", sorted(SOURCES), ids=lambda p: str(p.relative_to(CHART)))
@@ -48,19 +47,28 @@ def test_deployment_sets_only_known_environment_variables() -> None:
     assert names - known - {"SYSTEM_NAMESPACE"} == set()
 
 
+def test_chart_rbac_is_what_karpenter_rbac_writes_for_aws(tmp_path: Path) -> None:
+    result = CliRunner().invoke(rbac, ["--provider", "aws", "--output-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    written = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    copied = {p.name: p.read_text() for p in RBAC_DIR.iterdir()}
+    assert copied == written, f"{RBAC_DIR} is stale: {SYNC}"
+
+
 def _rbac_objects() -> list[tuple[str, str]]:
-    """(kind, name) of what templates/rbac.yaml renders: the files it lists, split into
-    documents, without those its regexMatch filter drops."""
+    """(kind, name) of what templates/rbac.yaml renders: the document after each file's
+    header, without those its regexMatch filter drops."""
     template = (CHART / "templates" / "rbac.yaml").read_text()
-    files = re.search(r"list ((?:\"[^\"]+\" ?)+)", template)
     dropped = re.search(r'regexMatch "([^"]+)"', template)
-    assert files and dropped, "templates/rbac.yaml no longer has the expected shape"
+    assert dropped and '.Files.Glob "files/rbac/*.yaml"' in template, (
+        "templates/rbac.yaml no longer has the expected shape"
+    )
     objects = []
-    for name in re.findall(r'"([^"]+)"', files.group(1)):
-        for doc in (CHART / "files" / "rbac" / name).read_text().split("\n---\n"):
-            if not re.search(dropped.group(1), doc):
-                obj = yaml.safe_load(doc)
-                objects.append((obj["kind"], obj["metadata"]["name"]))
+    for path in sorted(RBAC_DIR.glob("*.yaml")):
+        doc = path.read_text().split("\n---\n")[1]
+        if not re.search(dropped.group(1), doc):
+            obj = yaml.safe_load(doc)
+            objects.append((obj["kind"], obj["metadata"]["name"]))
     return objects
 
 
@@ -83,6 +91,7 @@ def test_every_rendered_object_is_unique_and_the_service_account_carries_the_ann
     assert len(objects) == len(set(objects)), sorted(objects)
     assert ("ServiceAccount", "karpenter") in _template_objects()
     assert ("ClusterRoleBinding", "karpenter-aws") in _rbac_objects()
+    assert ("ClusterRole", "karpenter") in _rbac_objects()
     service_account = (CHART / "templates" / "serviceaccount.yaml").read_text()
     assert "serviceAccount.annotations" in service_account
 

@@ -270,6 +270,8 @@ def test_a_newer_record_api_version_fails_alone() -> None:
         (_record(factory="not callable"), "factory that is not callable"),
         (_record(node_classes=["KWOKNodeClass"]), "node_classes must hold NodeClassInfo"),
         (_record(capabilities={"spot"}), "capabilities must be a frozenset"),
+        (_record(cluster_role="rbac/role.yaml"), "cluster_role must be a file of its package"),
+        (_record(cluster_role=Path("/nonexistent/role.yaml")), "cluster_role file /nonexistent"),
         ("alpha", "returned a str, not a ProviderRecord"),
     ],
 )

@@ -6,6 +6,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from karpenter_conformance.cluster import build, control_plane, crds
 
@@ -24,16 +25,16 @@ def _build(args: argparse.Namespace) -> None:
 
 def _up(args: argparse.Namespace) -> None:
     if args.no_crds:
-        files: list[Path] = []
+        documents: list[dict[str, Any]] = []
     elif args.crd_dir:
-        files = control_plane.crd_files_in(args.crd_dir)
+        documents = crds.load(control_plane.crd_files_in(args.crd_dir))
     else:
-        files = control_plane.default_crd_files(control_plane.find_project_root(Path.cwd()))
+        documents = control_plane.installed_crds()
     cluster = control_plane.ControlPlane(_state_dir(args))
-    seconds = cluster.start(files)
+    seconds = cluster.start(documents)
     for name, (pid, log) in cluster.describe().items():
         print(f"{name:<24} pid {pid:<8} log {log}", file=sys.stderr)
-    print(f"{len(files)} CRD file(s) applied; control plane up in {seconds:.1f}s", file=sys.stderr)
+    print(f"{len(documents)} CRD(s) applied; control plane up in {seconds:.1f}s", file=sys.stderr)
     print(f"export KUBECONFIG={shlex.quote(str(cluster.kubeconfig))}")
 
 
@@ -82,7 +83,8 @@ def parser() -> argparse.ArgumentParser:
         "--crd-dir",
         type=Path,
         action="append",
-        help="directory of CRD YAML to apply (repeatable; default: the project's CRDs)",
+        help="directory of CRD YAML to apply (repeatable; default: the core's CRDs and those "
+        "of every installed provider)",
     )
     up_cmd.add_argument("--no-crds", action="store_true", help="apply no CRDs")
     up_cmd.set_defaults(run=_up)

@@ -28,6 +28,8 @@ import yaml
 from karpenter_conformance.cluster import build, crds, pki
 from karpenter_conformance.cluster.logs import tail
 from karpenter_conformance.waiting import wait_until
+from karpenter_core.apis.crdgen import CRDSchemaError, core_crds, provider_crds
+from karpenter_core.cloudprovider.registry import RegistryError
 
 STATE_ENV = "KARPENTER_CLUSTER_STATE"
 PID_FILE = "pids.json"
@@ -68,21 +70,13 @@ def default_state_dir() -> Path:
     return Path(override).expanduser() if override else build.cache_root() / "run"
 
 
-def find_project_root(start: Path) -> Path | None:
-    """Nearest ancestor of ``start`` holding the ``karpenter_core`` package."""
-    for directory in (start, *start.parents):
-        if (directory / "karpenter_core").is_dir():
-            return directory
-    return None
-
-
-def default_crd_files(project_root: Path | None) -> list[Path]:
-    """The project's CRD manifests: core ones, then each provider's."""
-    if project_root is None:
-        return []
-    return sorted((project_root / "karpenter_core" / "crds").glob("*.yaml")) + sorted(
-        project_root.glob("providers/*/karpenter_*/crds/*.yaml")
-    )
+def installed_crds() -> list[dict[str, Any]]:
+    """The core's CRDs, then those of every installed provider's NodeClasses (providers found
+    through their entry points, as the controller finds them)."""
+    try:
+        return core_crds() + provider_crds()
+    except (CRDSchemaError, RegistryError) as error:
+        raise ClusterError(f"cannot generate the installed CRDs: {error}") from None
 
 
 def crd_files_in(directories: Iterable[Path]) -> list[Path]:
@@ -227,10 +221,10 @@ class ControlPlane:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def start(self, crd_files: Sequence[Path] = ()) -> float:
-        """Start every component, apply ``crd_files``; return the seconds it took."""
+    def start(self, documents: Sequence[dict[str, Any]] = ()) -> float:
+        """Start every component, apply the CRD ``documents`` (``crds.load`` of files, or
+        ``installed_crds()``); return the seconds it took."""
         started = time.monotonic()
-        documents = crds.load(crd_files)  # a bad file fails before anything starts
         if not build.is_built():
             raise ClusterError(
                 f"control-plane binaries are not built in {build.bin_dir()}; run "

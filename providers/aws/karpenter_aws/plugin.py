@@ -112,5 +112,6 @@ def karpenter_register_providers() -> list[ProviderRecord]:
             "a packaged EC2 catalog with public on-demand prices",
             default_scenario=_default_scenario,
             conformance=_conformance,
+            cluster_role=resources.files("karpenter_aws").joinpath("rbac", "clusterrole.yaml"),
         )
     ]

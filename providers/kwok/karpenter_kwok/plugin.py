@@ -6,6 +6,7 @@ factory is called.
 
 from __future__ import annotations
 
+from importlib import resources
 from typing import TYPE_CHECKING
 
 from karpenter_core.cloudprovider.plugin import (
@@ -72,5 +73,6 @@ def karpenter_register_providers() -> list[ProviderRecord]:
             ),
             description="Fake nodes in a KWOK cluster, from a generated instance-type catalog",
             conformance=_conformance,
+            cluster_role=resources.files("karpenter_kwok").joinpath("rbac", "clusterrole.yaml"),
         )
     ]
