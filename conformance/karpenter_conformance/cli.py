@@ -17,6 +17,13 @@ __all__ = ["conformance"]
 @click.option("--provider", "name", required=True, metavar="NAME", help="The provider to check.")
 @click.option("-k", "select", default=None, metavar="CHECK", help="Run only these checks.")
 @click.option(
+    "--cluster",
+    is_flag=True,
+    default=False,
+    help="Also run the cluster level: the controller on a local KWOK cluster (built and started "
+    "on first use).",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Choice(["table", "json"]),
@@ -24,7 +31,7 @@ __all__ = ["conformance"]
     show_default=True,
     help="Output format.",
 )
-def conformance(name: str, select: str | None, output: str) -> None:
+def conformance(name: str, select: str | None, cluster: bool, output: str) -> None:
     """Check that a provider keeps the contract the core relies on (exit 1 on any failure)."""
     from karpenter_conformance.suite.runner import as_dict, run
     from karpenter_core.cloudprovider.registry import (
@@ -37,7 +44,7 @@ def conformance(name: str, select: str | None, output: str) -> None:
         record = discover().provider(name)
     except (RegistryError, UnknownProviderError) as error:
         raise click.ClickException(str(error)) from None
-    report = run(record, select)
+    report = run(record, select, *(["--cluster"] if cluster else []))
     if not report.results:
         raise click.ClickException(
             f"no check matches {select!r}"

@@ -331,11 +331,17 @@ def observe(
     api: k8s.ApiClient,
     provider: Any,
     namespaces: Iterable[str] = (),
+    nodepool: str | None = None,
     now: Callable[[], float] = time.monotonic,
 ) -> Snapshot:
     """A snapshot of the cluster (NodeClaims, Nodes, NodePools, and the pods and PDBs of
-    ``namespaces``) and of ``provider.list()``."""
-    instances = provider.list()
+    ``namespaces``) and of ``provider.list()``; with ``nodepool``, only that NodePool's
+    instances, NodeClaims and Nodes (as the provider and the objects label them)."""
+    instances = [
+        i
+        for i in provider.list()
+        if nodepool is None or i.metadata.labels.get(wk.NODEPOOL) == nodepool
+    ]
     claims = {
         c["metadata"]["name"]: ClaimView(
             provider_id=(c.get("status") or {}).get("providerID", ""),
@@ -344,6 +350,8 @@ def observe(
         )
         for c in _items(api, f"/apis/{wk.GROUP}/v1/nodeclaims")
     }
+    if nodepool is not None:
+        claims = {name: c for name, c in claims.items() if c.nodepool == nodepool}
     deleting = {c.provider_id for c in claims.values() if c.deleting and c.provider_id}
     nodes = {}
     for node in _items(api, "/api/v1/nodes"):
@@ -357,6 +365,8 @@ def observe(
             ),
             deleting=bool(metadata.get("deletionTimestamp")) or provider_id in deleting,
         )
+    if nodepool is not None:
+        nodes = {name: n for name, n in nodes.items() if n.nodepool == nodepool}
     pods: dict[str, PodView] = {}
     pdbs: list[PDBView] = []
     for namespace in namespaces:
@@ -374,6 +384,8 @@ def observe(
     moment = datetime.now(UTC)
     for pool in _items(api, f"/apis/{wk.GROUP}/v1/nodepools"):
         name = pool["metadata"]["name"]
+        if nodepool is not None and name != nodepool:
+            continue
         listed = ((pool.get("spec") or {}).get("disruption") or {}).get("budgets")
         budget = listed if listed is not None else [{"nodes": "10%"}]
         total = counts.get(name, 0)

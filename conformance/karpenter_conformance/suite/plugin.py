@@ -5,16 +5,21 @@ Installed as a ``pytest11`` entry point, so ``pytest --pyargs karpenter_conforma
 ``run`` (runner module). A check is a test function marked ``check``; its name is the function's
 without ``test_``, its description the first line of its docstring. A check that needs a profile
 operation the profile leaves out is skipped with the profile's reason, unless it is a core check:
-a core check cannot be skipped, and a skip becomes a failure.
+a core check cannot be skipped, and a skip becomes a failure. Checks marked ``cluster=True``
+(the cluster level) run only with ``--cluster``; they use the ``kube_cluster`` fixture of
+``karpenter_conformance.pytest_plugin``, so ``--cluster-backend``/``--kubeconfig`` choose the
+cluster.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from karpenter_conformance.suite.cluster import ClusterHarness
 from karpenter_conformance.suite.harness import Harness, Violation
 from karpenter_conformance.suite.profile import missing
 from karpenter_core.cloudprovider.plugin import ProviderRecord
@@ -35,14 +40,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="NAME",
         help="the installed provider the conformance suite checks",
     )
+    parser.getgroup("karpenter-conformance").addoption(
+        "--cluster",
+        action="store_true",
+        default=False,
+        help="also run the cluster level (the controller on a local KWOK cluster)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Declare the ``check`` marker; resolve ``--karpenter-provider``."""
     config.addinivalue_line(
         "markers",
-        "check(core=False, needs=()): a conformance check; core checks cannot be skipped; "
-        "needs names the profile operations it uses",
+        "check(core=False, needs=(), cluster=False): a conformance check; core checks cannot be "
+        "skipped; needs names the profile operations it uses; cluster checks need --cluster",
     )
     name = config.getoption("karpenter_provider")
     if name and RECORD_KEY not in config.stash:
@@ -50,6 +61,20 @@ def pytest_configure(config: pytest.Config) -> None:
             config.stash[RECORD_KEY] = discover().provider(name)
         except UnknownProviderError as error:
             raise pytest.UsageError(str(error)) from None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without ``--cluster``, leave the cluster level out."""
+    if config.getoption("cluster"):
+        return
+    kept: list[pytest.Item] = []
+    left: list[pytest.Item] = []
+    for item in items:
+        marker = item.get_closest_marker("check")
+        (left if marker and marker.kwargs.get("cluster") else kept).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
 
 
 def check_name(item: pytest.Item) -> str:
@@ -98,6 +123,49 @@ def harness(request: pytest.FixtureRequest, conformance_harness: Harness) -> Har
             pytest.skip(f"profile has no {operation}: {reason}")
     conformance_harness.reset()
     return conformance_harness
+
+
+@pytest.fixture(scope="session")
+def cluster_harness(
+    request: pytest.FixtureRequest,
+    kube_cluster: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ClusterHarness]:
+    """The cluster level's harness: the profile's cloud started, the identity, CRDs and
+    NodeClass installed on the session's cluster (a controller starts on first use)."""
+    record = _record(request.config)
+    if record.conformance is None:
+        raise Violation(
+            f"{record.name!r} has no conformance profile (ProviderRecord.conformance)",
+            "one (see docs/writing-a-provider.md)",
+        )
+    cluster = ClusterHarness(
+        record,
+        record.conformance(),
+        Path(kube_cluster.kubeconfig),
+        tmp_path_factory.mktemp(f"conformance-{record.name}"),
+    )
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def cluster(request: pytest.FixtureRequest) -> ClusterHarness:
+    """The cluster harness; skips when the profile lacks an operation the check needs (asked
+    of a fresh profile, so a skipped check starts no cluster)."""
+    marker = request.node.get_closest_marker("check")
+    record = _record(request.config)
+    if record.conformance is not None:
+        profile = record.conformance()
+        for operation in marker.kwargs.get("needs", ()) if marker else ():
+            reason = missing(profile, operation)
+            if reason is not None:
+                pytest.skip(f"profile has no {operation}: {reason}")
+    harness: ClusterHarness = request.getfixturevalue("cluster_harness")
+    return harness
 
 
 @pytest.hookimpl(wrapper=True)

@@ -2,20 +2,24 @@
 
 Instances are Node objects in the API the provider is given, so ``start`` only creates the
 insufficient-capacity file the profile writes faults into (a file, so a provider in another
-process sees them too).
+process sees them too). ``launch_unmanaged`` creates a Node in the cluster ``$KUBECONFIG`` names
+(the suite's cluster level points it at its cluster).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.common import CONDITION_READY
 from karpenter_kwok.faults import FAULTS_OPTION
-from karpenter_kwok.labels import GROUP
+from karpenter_kwok.labels import GROUP, KWOK_NODE, KWOK_NODE_VALUE, PROVIDER_ID_PREFIX
 from karpenter_kwok.nodeclass import KIND, VERSION
 
 __all__ = ["KWOKProfile"]
@@ -29,7 +33,6 @@ class KWOKProfile:
     nodes_via: Literal["registrar", "native"] = "native"
     unsupported: Mapping[str, str] = {
         "drifted": "KWOK nodes have nothing that can drift",
-        "launch_unmanaged": "a KWOK instance is a Node: the cluster level creates one itself",
     }
 
     def __init__(self) -> None:
@@ -86,3 +89,23 @@ class KWOKProfile:
         """Add the offering to the insufficient-capacity file."""
         with self.faults_file.open("a", encoding="utf-8") as file:
             file.write(f"{instance_type} {zone} {capacity_type}\n")
+
+    def launch_unmanaged(self, tags: Mapping[str, str]) -> str:
+        """A KWOK Node no NodeClaim launched, labelled with ``tags``, in the cluster
+        ``$KUBECONFIG`` names; its providerID."""
+        from kubernetes import client, config
+
+        name = f"kwok-unmanaged-{uuid.uuid4().hex[:8]}"
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {**tags, wk.HOSTNAME: name, KWOK_NODE: KWOK_NODE_VALUE},
+                "annotations": {KWOK_NODE: KWOK_NODE_VALUE},
+            },
+            "spec": {"providerID": PROVIDER_ID_PREFIX + name},
+        }
+        with config.new_client_from_config(config_file=os.environ.get("KUBECONFIG")) as api:
+            client.CoreV1Api(api).create_node(node)
+        return PROVIDER_ID_PREFIX + name
