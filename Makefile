@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PROVIDERS := $(wildcard providers/*/pyproject.toml)
 
-.PHONY: setup simulate test lint unit integration cluster-build chart
+.PHONY: setup simulate test lint unit slow integration cluster-build chart
 
 $(BIN)/karpenter: pyproject.toml $(PROVIDERS) conformance/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,14 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The fast tier: no cluster, no moto, no subprocesses; controllers run against the in-process
+# fake Kubernetes API (karpenter_conformance.fakekube).
 unit: setup
-	$(BIN)/pytest -m "not integration"
+	$(BIN)/pytest -m "not integration and not slow"
+
+# The slow tier: tests on a moto server, pip installs and the karpenter command in subprocesses.
+slow: setup
+	$(BIN)/pytest -m "slow and not integration"
 
 cluster-build: setup
 	$(BIN)/python -m karpenter_conformance.cluster build
@@ -33,7 +39,7 @@ cluster-build: setup
 integration: cluster-build
 	$(BIN)/pytest -m integration
 
-test: lint unit integration
+test: lint unit slow integration
 
 # The Helm chart carries copies of the CRDs and of the core's and the AWS provider's RBAC
 # (a unit test checks they match).

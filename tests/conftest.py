@@ -1,4 +1,6 @@
-"""Shared test configuration: a bounded hypothesis profile and the moto-backed AWS fixtures."""
+"""Shared test configuration: a bounded hypothesis profile, the moto-backed AWS fixtures, and
+the ``slow`` tier (tests on moto are marked slow here; tests that run pip or the karpenter
+command mark themselves)."""
 
 import os
 from collections.abc import Iterator
@@ -13,6 +15,16 @@ settings.register_profile(
 )
 settings.register_profile("thorough", max_examples=2000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+SLOW_FIXTURES = frozenset({"aws", "moto_server"})
+"""Fixtures that start a moto server: their tests belong to the slow tier."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark tests that use a moto server ``slow`` (``make unit`` leaves them to ``make slow``)."""
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -60,9 +60,13 @@ class Batcher:
     named something new to the batch, or ``maximum`` seconds after the first, whichever comes
     first. Repeated triggers for the same key (a pending pod updated again) do not extend it."""
 
-    def __init__(self, idle: float, maximum: float) -> None:
+    def __init__(
+        self, idle: float, maximum: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        """``clock`` gives seconds (monotonic) for the idle and maximum windows."""
         self.idle = idle
         self.maximum = maximum
+        self._clock = clock
         self._cond = threading.Condition()
         self._first: float | None = None
         self._last = 0.0
@@ -71,7 +75,7 @@ class Batcher:
     def trigger(self, key: str = "") -> None:
         """Something may need capacity (``key``: the pending pod, if any)."""
         with self._cond:
-            now = time.monotonic()
+            now = self._clock()
             if self._first is None:
                 self._first = now
                 self._last = now
@@ -81,24 +85,35 @@ class Batcher:
                 self._keys.add(key)
             self._cond.notify_all()
 
+    def ready(self) -> bool:
+        """Whether a batch is complete now; if so, the next trigger starts a new one."""
+        with self._cond:
+            return self._take() is None
+
+    def _take(self) -> float | None:
+        """None if a batch is complete (and taken); else seconds until it may be (inf: none
+        has started)."""
+        if self._first is None:
+            return float("inf")
+        left = min(self._last + self.idle, self._first + self.maximum) - self._clock()
+        if left > 0:
+            return left
+        self._first = None
+        self._keys.clear()
+        return None
+
     def wait(self, stop: threading.Event, poll: float = 0.2, timeout: float | None = None) -> bool:
         """Block until a batch is complete (True), or ``stop`` is set or ``timeout`` seconds
         pass without a batch starting (False)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while not stop.is_set():
-                if self._first is None:
-                    if deadline is not None and time.monotonic() >= deadline:
-                        return False
-                    self._cond.wait(poll)
-                    continue
-                now = time.monotonic()
-                end = min(self._last + self.idle, self._first + self.maximum)
-                if now >= end:
-                    self._first = None
-                    self._keys.clear()
+                left = self._take()
+                if left is None:
                     return True
-                self._cond.wait(min(end - now, poll))
+                if self._first is None and deadline is not None and time.monotonic() >= deadline:
+                    return False
+                self._cond.wait(min(left, poll))
         return False
 
 

@@ -446,6 +446,7 @@ def test_controller_without_a_kubeconfig(tmp_path: Path, no_sdk_config: None) ->
     assert error.startswith(f"cannot load the Kubernetes configuration from {missing}:")
 
 
+@pytest.mark.slow
 def test_simulate_reports_a_bad_flag_in_one_line(no_sdk_config: None) -> None:
     error = cli_error(["simulate", "--provider", "aws", "--reserved-enis", "-2"], {})
 
@@ -463,6 +464,7 @@ def run_karpenter(*args: str, env: dict[str, str]) -> subprocess.CompletedProces
     )
 
 
+@pytest.mark.slow
 def test_the_installed_command_prints_one_line(kubeconfig: Path, tmp_path: Path) -> None:
     """The real process: no traceback and no warnings (e.g. about flags declared twice)."""
     result = run_karpenter(
@@ -483,6 +485,7 @@ def test_the_installed_command_prints_one_line(kubeconfig: Path, tmp_path: Path)
     )
 
 
+@pytest.mark.slow
 def test_controller_help_declares_each_flag_once(tmp_path: Path) -> None:
     result = run_karpenter("controller", "--help", env={"HOME": str(tmp_path)})
 
@@ -492,6 +495,7 @@ def test_controller_help_declares_each_flag_once(tmp_path: Path) -> None:
         assert result.stdout.count(f"--{option.name} ") == 1, option.name
 
 
+@pytest.mark.slow
 def test_without_a_configured_region_the_nodes_metadata_service_gives_it(
     no_sdk_config: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -31,6 +31,9 @@ from karpenter_kwok.catalog import generic_catalog
 from karpenter_kwok.cloudprovider import KWOKCloudProvider
 from karpenter_kwok.conformance import KWOKProfile
 
+# the conformance suite and the karpenter command run in subprocesses
+pytestmark = pytest.mark.slow
+
 KARPENTER = Path(sys.executable).parent / "karpenter"
 CORE = {
     "record",

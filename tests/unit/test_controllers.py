@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -239,26 +238,34 @@ def test_in_flight_claims_get_their_smallest_options_allocatable() -> None:
     assert claim.status.allocatable["cpu"] == 4
 
 
+class _Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_batcher_ends_on_idle_and_on_max() -> None:
+    clock = _Clock()
+    batcher = Batcher(idle=1.0, maximum=3.0, clock=clock)
+    assert not batcher.ready(), "no batch before a trigger"
+    batcher.trigger("ns/a")
+    clock.now += 0.9
+    assert not batcher.ready()
+    clock.now += 0.1
+    assert batcher.ready(), "idle for 1s after the last new pod"
+    assert not batcher.ready(), "the next batch starts with the next trigger"
+    batcher.trigger("ns/b")
+    for pod in ("c", "d", "e", "f", "g"):  # a new pod every 0.5s keeps the batch open
+        clock.now += 0.5
+        assert not batcher.ready()
+        batcher.trigger(f"ns/{pod}")
+    clock.now += 0.5
+    assert batcher.ready(), "the maximum cut it short"
     stop = threading.Event()
-    batcher = Batcher(idle=0.1, maximum=0.3)
-    batcher.trigger()
-    started = time.monotonic()
-    assert batcher.wait(stop, poll=0.01)
-    assert 0.09 <= time.monotonic() - started < 0.25
-    started = time.monotonic()
-
-    def keep_triggering() -> None:
-        while time.monotonic() - started < 0.6:
-            batcher.trigger()
-            time.sleep(0.02)
-
-    thread = threading.Thread(target=keep_triggering)
-    thread.start()
-    time.sleep(0.01)
-    assert batcher.wait(stop, poll=0.01)
-    assert time.monotonic() - started < 0.45  # the maximum cut it short
-    thread.join()
     stop.set()
     assert not batcher.wait(stop)
 
@@ -489,21 +496,23 @@ def test_nodepool_status_counts_nodes_and_readiness() -> None:
 
 
 def test_batcher_is_not_extended_by_the_same_pod_again() -> None:
+    clock = _Clock()
+    batcher = Batcher(idle=1.0, maximum=5.0, clock=clock)
+    batcher.trigger("ns/same")
+    for _ in range(5):
+        clock.now += 0.1
+        batcher.trigger("ns/same")
+    assert not batcher.ready()
+    clock.now = 101.0
+    assert batcher.ready(), "idle counts from the first trigger of the pod"
+
+
+def test_batcher_wait_returns_once_a_batch_completes() -> None:
+    batcher = Batcher(idle=0.0, maximum=1.0)
     stop = threading.Event()
-    batcher = Batcher(idle=0.2, maximum=5.0)
-    started = time.monotonic()
-
-    def repeat() -> None:
-        while time.monotonic() - started < 1.0:
-            batcher.trigger("ns/same")
-            time.sleep(0.02)
-
-    thread = threading.Thread(target=repeat)
-    thread.start()
-    time.sleep(0.01)
+    assert not batcher.wait(stop, poll=0.01, timeout=0.0), "no batch started"
+    batcher.trigger()
     assert batcher.wait(stop, poll=0.01)
-    assert time.monotonic() - started < 0.5
-    thread.join()
 
 
 # -- crash leftovers and consolidation timers -------------------------------------------------

@@ -834,6 +834,7 @@ def _cluster() -> str:
     return CLUSTER + "".join([*(NODE % n for n in nodes), *(POD % p for p in pod_docs)])
 
 
+@pytest.mark.slow
 def test_simulate_disrupt_json_end_to_end(tmp_path):
     # The shape: [{"reason", "nodes", "replacements": [{"instance_type",
     # "capacity_type", "zone", "price"}], "savings_per_hour"}], priced from the KWOK catalog.
@@ -868,6 +869,7 @@ def test_simulate_disrupt_json_end_to_end(tmp_path):
     assert "do-not-disrupt" in report["disruption_blocked"]["pinned-1"]
 
 
+@pytest.mark.slow
 def test_simulate_disrupt_table_lists_commands_and_savings(tmp_path):
     path = tmp_path / "cluster.yaml"
     path.write_text(_cluster())

@@ -291,6 +291,7 @@ def test_parse_catalog_is_pure() -> None:
         parse_catalog([_entry(name="x", offerings=None)], "inline")
 
 
+@pytest.mark.slow
 def test_a_bad_file_is_one_line_on_the_command_line(tmp_path: Path) -> None:
     path = _write(tmp_path, [_entry(resources={"cpu": "2"})])
     result = subprocess.run(

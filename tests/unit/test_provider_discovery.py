@@ -37,6 +37,9 @@ from karpenter_core.cloudprovider.registry import (
 )
 from karpenter_core.cloudprovider.types import CloudProvider
 
+# pip installs test distributions; tests run the karpenter command
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "providers"
 KARPENTER = Path(sys.executable).parent / "karpenter"
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test runs the karpenter command in a subprocess
+
 KARPENTER = str(Path(sys.executable).parent / "karpenter")
 
 NODEPOOL = """

@@ -21,6 +21,8 @@ from karpenter_core.disruption.candidates import candidates
 from karpenter_core.scheduling.snapshot import Snapshot
 from tests.unit.disruption_fixtures import NOW, node, pool
 
+pytestmark = pytest.mark.slow  # every test runs the karpenter command in a subprocess
+
 KARPENTER = str(Path(sys.executable).parent / "karpenter")
 
 NODEPOOL = """---
