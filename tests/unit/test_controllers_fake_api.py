@@ -1,0 +1,327 @@
+"""The whole operator with the KWOK provider against the in-process fake Kubernetes API.
+
+The test plays the parts the fake leaves out: the kube-scheduler (marking pods Unschedulable and
+binding them) and the kubelet (reporting nodes Ready and pods Running). Everything else is the
+real operator: informers, cluster state, provisioning, the NodeClaim lifecycle, termination with
+evictions under a PodDisruptionBudget, disruption and garbage collection.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from karpenter_conformance.fakekube import FakeKube
+from karpenter_conformance.waiting import wait_until
+from karpenter_core.apis import labels as wk
+from karpenter_core.controllers import Context
+from karpenter_core.controllers.disruption import DisruptionController
+from karpenter_core.controllers.garbage_collection import GarbageCollector
+from karpenter_core.controllers.nodeclaim.lifecycle import LifecycleController
+from karpenter_core.controllers.nodepool import NodePoolController
+from karpenter_core.controllers.provisioning import Provisioner
+from karpenter_core.controllers.termination import TerminationController
+from karpenter_core.operator.kube import KubeClient
+from karpenter_core.operator.operator import Controller, Operator
+from karpenter_core.operator.settings import Settings
+from karpenter_kwok.plugin import karpenter_register_providers
+
+NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
+NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
+NODES = "/api/v1/nodes"
+PODS = "/api/v1/namespaces/default/pods"
+PDBS = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+NODECLASSES = "/apis/karpenter.kwok.sh/v1alpha1/kwoknodeclasses"
+TIMEOUT = 20.0
+
+
+def _controllers(operator: Operator) -> list[Controller]:
+    """The controllers the scenarios need, with timers in tenths of seconds."""
+    context = Context(
+        settings=operator.settings,
+        client=operator.kube,
+        state=operator.state,
+        provider=operator.provider,
+        events=operator.events,
+    )
+    provisioner = Provisioner(context)
+    context.trigger_provisioning = provisioner.batcher.trigger
+    return [
+        provisioner,
+        LifecycleController(context, period=0.1),
+        NodePoolController(context),
+        TerminationController(context, period=0.1),
+        GarbageCollector(context, period=0.2, grace=0.5),
+        DisruptionController(context),
+    ]
+
+
+@dataclass
+class Cluster:
+    """The fake API, an admin client on it, and the running operator."""
+
+    fake: FakeKube
+    kube: KubeClient
+    operator: Operator
+
+    def nodeclaims(self) -> list[dict[str, Any]]:
+        return self.fake.items(NODECLAIMS)
+
+    def pod(self, name: str, cpu: str = "1") -> None:
+        """A pod the kube-scheduler found no room for."""
+        self.kube.create(
+            PODS,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "labels": {"app": "web"}},
+                "spec": {
+                    "containers": [
+                        {"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}
+                    ]
+                },
+            },
+        )
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+        self.kube.patch(f"{PODS}/{name}/status", {"status": {"conditions": [condition]}})
+
+    def node_ready(self, name: str) -> None:
+        """The kubelet reports the node Ready."""
+        ready = {"type": "Ready", "status": "True", "reason": "KubeletReady"}
+        self.kube.patch(f"{NODES}/{name}/status", {"status": {"conditions": [ready]}})
+
+    def bind(self, pod: str, node: str) -> None:
+        """The kube-scheduler binds the pod, and its kubelet runs it."""
+        self.kube.patch(f"{PODS}/{pod}", {"spec": {"nodeName": node}})
+        status = {
+            "phase": "Running",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True"},
+            ],
+        }
+        self.kube.patch(f"{PODS}/{pod}/status", {"status": status})
+
+
+def _nodepool(name: str, **disruption: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "spec": {
+                    "requirements": [
+                        {
+                            "key": "karpenter.kwok.sh/instance-family",
+                            "operator": "In",
+                            "values": ["c"],
+                        },
+                        {
+                            "key": "karpenter.sh/capacity-type",
+                            "operator": "In",
+                            "values": ["on-demand"],
+                        },
+                    ],
+                    "nodeClassRef": {
+                        "group": "karpenter.kwok.sh",
+                        "kind": "KWOKNodeClass",
+                        "name": "default",
+                    },
+                }
+            },
+            "disruption": {"consolidateAfter": "Never", **disruption},
+        },
+    }
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    """An operator with the KWOK provider on a fresh fake API; stopped after the test."""
+    fake = FakeKube()
+    kube = KubeClient(fake.api_client())
+    settings = Settings(
+        disable_leader_election=True,
+        metrics_port=0,
+        health_probe_port=0,
+        batch_idle_duration=0.05,
+        batch_max_duration=0.3,
+        nodeclaim_requeue=0.2,
+        disruption_poll_period=0.2,
+        disruption_validation_delay=0.1,
+    )
+    [record] = karpenter_register_providers()
+    operator = Operator(
+        settings, record, kube, controllers=_controllers, controller_stop_timeout=5.0
+    )
+    fake.put(
+        NODECLASSES,
+        {
+            "apiVersion": "karpenter.kwok.sh/v1alpha1",
+            "kind": "KWOKNodeClass",
+            "metadata": {"name": "default"},
+            "spec": {},
+        },
+    )
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(operator.run()), daemon=True)
+    thread.start()
+    try:
+        wait_until(operator.ready, "the operator's informers synced", timeout=TIMEOUT)
+        yield Cluster(fake, kube, operator)
+    finally:
+        operator.shutdown()
+        thread.join(15)
+        kube.close()
+        fake.stop()
+    assert result == [0], "the operator stopped cleanly"
+
+
+def _launched_node(cluster: Cluster) -> tuple[str, str]:
+    """Wait for one launched NodeClaim; return its name and its Node's name."""
+    wait_until(
+        lambda: [c for c in cluster.nodeclaims() if (c.get("status") or {}).get("providerID")],
+        "a launched NodeClaim",
+        timeout=TIMEOUT,
+    )
+    [claim] = cluster.nodeclaims()
+    wait_until(lambda: cluster.fake.items(NODES), "the KWOK node", timeout=TIMEOUT)
+    [node] = cluster.fake.items(NODES)
+    return claim["metadata"]["name"], node["metadata"]["name"]
+
+
+def _conditions(obj: dict[str, Any] | None) -> dict[str, str]:
+    return {
+        c["type"]: c["status"] for c in ((obj or {}).get("status") or {}).get("conditions") or ()
+    }
+
+
+def test_a_pending_pod_gets_a_node_that_registers_and_initializes(cluster: Cluster) -> None:
+    cluster.kube.create(NODEPOOLS, _nodepool("web"))
+    cluster.pod("web-0", cpu="3")
+    claim_name, node_name = _launched_node(cluster)
+    claim = cluster.fake.object(f"{NODECLAIMS}/{claim_name}")
+    assert claim is not None
+    assert claim["metadata"]["labels"][wk.NODEPOOL] == "web"
+    assert wk.TERMINATION_FINALIZER in claim["metadata"]["finalizers"]
+    assert _conditions(claim)["Launched"] == "True"
+    assert cluster.operator.state.nomination("default/web-0") == claim_name
+    cluster.node_ready(node_name)
+
+    def initialized() -> bool:
+        node = cluster.fake.object(f"{NODES}/{node_name}") or {}
+        claim = cluster.fake.object(f"{NODECLAIMS}/{claim_name}")
+        return (node.get("metadata") or {}).get("labels", {}).get(
+            wk.NODE_INITIALIZED
+        ) == "true" and _conditions(claim).get("Ready") == "True"
+
+    wait_until(initialized, "the NodeClaim registered and initialized", timeout=TIMEOUT)
+    node = cluster.fake.object(f"{NODES}/{node_name}") or {}
+    assert wk.TERMINATION_FINALIZER in node["metadata"]["finalizers"]
+    taints = [t["key"] for t in node.get("spec", {}).get("taints") or ()]
+    assert wk.UNREGISTERED_TAINT_KEY not in taints
+    claim = cluster.fake.object(f"{NODECLAIMS}/{claim_name}")
+    assert {k: _conditions(claim)[k] for k in ("Registered", "Initialized")} == {
+        "Registered": "True",
+        "Initialized": "True",
+    }
+    assert len(cluster.nodeclaims()) == 1, "one NodeClaim for one pod"
+
+
+def test_deleting_a_nodeclaim_drains_its_node_within_the_disruption_budget(
+    cluster: Cluster,
+) -> None:
+    cluster.kube.create(NODEPOOLS, _nodepool("web"))
+    cluster.pod("web-0")
+    claim_name, node_name = _launched_node(cluster)
+    cluster.node_ready(node_name)
+    cluster.bind("web-0", node_name)
+    cluster.kube.create(
+        PDBS,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    wait_until(
+        lambda: (
+            cluster.operator.state.pod("default/web-0") is not None
+            and cluster.operator.state.pod("default/web-0").node_name == node_name
+        ),  # type: ignore[union-attr]
+        "the bound pod in the cluster state",
+        timeout=TIMEOUT,
+    )
+    cluster.kube.delete(f"{NODECLAIMS}/{claim_name}")
+
+    def refused() -> bool:
+        return any(
+            m == "POST" and p.endswith("/pods/web-0/eviction") for m, p in cluster.fake.requests
+        )
+
+    wait_until(refused, "an eviction tried", timeout=TIMEOUT)
+    node = cluster.fake.object(f"{NODES}/{node_name}") or {}
+    assert node["metadata"].get("deletionTimestamp"), "the Node is being deleted"
+    assert any(t["key"] == wk.DISRUPTED_TAINT_KEY for t in node["spec"].get("taints") or ())
+    assert cluster.fake.object(f"{PODS}/web-0") is not None, "the budget holds the pod"
+    wait_until(
+        lambda: any(
+            e.get("reason") == "FailedDraining"
+            for e in cluster.fake.items("/api/v1/namespaces/default/events")
+        ),
+        "a FailedDraining event",
+        timeout=TIMEOUT,
+    )
+    cluster.kube.delete(f"{PDBS}/web")
+    wait_until(
+        lambda: not cluster.fake.items(NODES) and not cluster.nodeclaims(),
+        "the node drained, its instance deleted and both finalizers removed",
+        timeout=TIMEOUT,
+    )
+    assert cluster.fake.object(f"{PODS}/web-0") is None, "the pod was evicted"
+
+
+def test_disruption_removes_an_empty_node(cluster: Cluster) -> None:
+    cluster.kube.create(
+        NODEPOOLS,
+        _nodepool("web", consolidationPolicy="WhenEmptyOrUnderutilized", consolidateAfter="0s"),
+    )
+    cluster.pod("web-0")
+    claim_name, node_name = _launched_node(cluster)
+    cluster.node_ready(node_name)
+    cluster.bind("web-0", node_name)
+    wait_until(
+        lambda: (
+            _conditions(cluster.fake.object(f"{NODECLAIMS}/{claim_name}")).get("Ready") == "True"
+        ),
+        "the NodeClaim ready",
+        timeout=TIMEOUT,
+    )
+    cluster.kube.delete(f"{PODS}/web-0")
+    wait_until(
+        lambda: not cluster.nodeclaims() and not cluster.fake.items(NODES),
+        "the empty node consolidated away",
+        timeout=TIMEOUT,
+    )
+
+
+def test_garbage_collection_deletes_an_instance_without_a_nodeclaim(cluster: Cluster) -> None:
+    cluster.fake.put(
+        NODES,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "leaked", "labels": {"kwok.x-k8s.io/node": "fake"}},
+            "spec": {"providerID": "kwok://leaked"},
+        },
+    )
+    wait_until(
+        lambda: cluster.fake.object(f"{NODES}/leaked") is None,
+        "the leaked instance deleted",
+        timeout=TIMEOUT,
+    )
