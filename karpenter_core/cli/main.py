@@ -18,7 +18,7 @@ from karpenter_core.cli.rbac import rbac
 from karpenter_core.cli.simulate import simulate
 from karpenter_core.cloudprovider.plugin import CLI_ENTRY_POINT_GROUP
 
-CONTRIBUTED = {"conformance": "karpenter-conformance"}
+CONTRIBUTED = {"conformance": "karpenter-conformance", "new-provider": "karpenter-conformance"}
 """Commands other distributions contribute, and the distribution that does."""
 
 
