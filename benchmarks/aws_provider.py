@@ -312,21 +312,6 @@ class _Calls:
         return out
 
 
-def _resolved_node_classes(node_class: Any) -> Any:
-    """The provider's EC2NodeClass reader, serving ``node_class`` in place of the apiserver."""
-    from karpenter_aws.cloudprovider import NodeClasses
-
-    class Resolved(NodeClasses):
-        @property
-        def connected(self) -> bool:
-            return True
-
-        def get(self, name: str, fresh: bool = False) -> Any:
-            return node_class if name == node_class.metadata.name else None
-
-    return Resolved(None)
-
-
 def _node_class(env: Any) -> Any:
     """The default EC2NodeClass for the seeded cluster, its status resolved against moto."""
     from karpenter_aws.amis import AMIResolver
@@ -383,9 +368,13 @@ def _nodeclaim(name: str) -> Any:
     )
 
 
-def _provider(env: Any, calls: _Calls) -> Any:
+def _provider(env: Any, calls: _Calls, node_class: Any = None) -> Any:
+    """A live provider whose EC2NodeClass read view serves ``node_class``."""
     from karpenter_aws.cloudprovider import AWSCloudProvider
     from karpenter_core.cloudprovider.plugin import ProviderContext
+
+    def view(kind: str, name: str) -> Any:
+        return node_class if node_class is not None and name == node_class.metadata.name else None
 
     clients = env.clients("ec2", "ssm", "iam", "eks", "pricing")
     calls.hook(clients["ec2"])
@@ -394,7 +383,8 @@ def _provider(env: Any, calls: _Calls) -> Any:
         "region": env.region,
         "isolated-vpc": "true",
     }
-    return AWSCloudProvider.from_context(ProviderContext(settings=settings, clients=clients))
+    context = ProviderContext(settings=settings, clients=clients, node_classes=view)
+    return AWSCloudProvider.from_context(context)
 
 
 def _timed(call: Callable[[], Any]) -> tuple[float, Any]:
@@ -440,8 +430,7 @@ def live_pass(endpoint_url: str, concurrent: int) -> dict[str, Any]:
     env = seed(endpoint_url)
     resolve, node_class = _timed(lambda: _node_class(env))
     calls = _Calls()
-    provider = _provider(env, calls)
-    provider.node_classes = _resolved_node_classes(node_class)
+    provider = _provider(env, calls, node_class)
     prices, _ = _timed(provider.refresh_prices)
     prices_calls = calls.take()
     pool = _nodepool()

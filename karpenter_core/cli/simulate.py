@@ -290,8 +290,11 @@ def simulate(
     collected = _Collected()
     try:
         record = discover().provider(provider)
+        given: dict[tuple[str, str], Any] = {}  # the input's NodeClasses, by kind and name
         context = ProviderContext(
-            settings=_settings(provider, ctx.params), logger=_provider_logger(collected)
+            settings=_settings(provider, ctx.params),
+            logger=_provider_logger(collected),
+            node_classes=lambda kind, name: given.get((kind, name)),
         )
         cloud = record.factory(context)
         if files:
@@ -299,7 +302,7 @@ def simulate(
         else:
             scenario = record.default_scenario
             documents = load_default_scenario(scenario() if scenario else None)
-        built = build_snapshot(documents, cloud, strict=strict)
+        built = build_snapshot(documents, cloud, strict=strict, node_class_view=given)
     except (ManifestError, UnknownProviderError, CloudProviderError) as err:
         raise click.ClickException(str(err)) from None
     snapshot, notes = built.snapshot, [*collected.messages, *built.notes]

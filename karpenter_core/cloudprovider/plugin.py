@@ -28,6 +28,7 @@ __all__ = [
     "PROJECT_NAME",
     "Capability",
     "NodeClassInfo",
+    "NodeClassLookup",
     "ProviderContext",
     "ProviderOption",
     "ProviderRecord",
@@ -82,6 +83,11 @@ class ProviderOption:
     ``karpenter simulate`` does not offer it."""
 
 
+NodeClassLookup = Callable[[str, str], Any]
+"""``lookup(kind, name)``: the provider's NodeClass of that kind and name, decoded with its
+``NodeClassInfo.model``, or None when there is none. It answers from memory (no I/O)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ProviderContext:
     """What a provider factory receives.
@@ -95,6 +101,11 @@ class ProviderContext:
     was a recent duplicate or dropped), ``obj`` being a manifest dict with ``apiVersion``,
     ``kind`` and ``metadata`` (``name``, ``namespace`` if namespaced, ``uid``); it de-duplicates,
     caps the message and sends off the caller's thread.
+
+    ``node_classes`` is the provider's read view of its NodeClasses (a ``NodeClassLookup``):
+    the controller's informer cache when running as the controller, the input's NodeClasses in
+    ``simulate``; None when the caller has no view (a provider built only to list instances,
+    as the conformance registrar does), and then the provider knows no NodeClass.
     """
 
     settings: Mapping[str, Any] = field(default_factory=dict)
@@ -103,6 +114,7 @@ class ProviderContext:
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("karpenter.provider"))
     clients: Mapping[str, Any] = field(default_factory=dict)
     events: Any = None
+    node_classes: NodeClassLookup | None = None
 
 
 @dataclass(frozen=True, slots=True)

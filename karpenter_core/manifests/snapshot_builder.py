@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -62,13 +62,18 @@ class SimulationInput:
 
 
 def build_snapshot(
-    documents: Sequence[Document], provider: CloudProvider, *, strict: bool = False
+    documents: Sequence[Document],
+    provider: CloudProvider,
+    *,
+    strict: bool = False,
+    node_class_view: MutableMapping[tuple[str, str], Any] | None = None,
 ) -> SimulationInput:
     """The snapshot the documents describe, with notes on what was skipped and why.
 
     Instance types come from ``provider.get_instance_types`` per NodePool; NodeClasses are the
-    kinds ``provider.supported_node_classes()`` lists, handed first to the provider's optional
-    ``use_node_classes(node_classes)`` (for providers that otherwise read them from the cluster).
+    kinds ``provider.supported_node_classes()`` lists. Before the provider is asked for instance
+    types, the validated NodeClasses go into ``node_class_view`` by (kind, name): the mapping
+    behind the provider's ``ProviderContext.node_classes`` read view.
     A NodePool whose NodeClass kind the provider does not list is left out (``unserved``).
     Fields an object's kind does not have are warnings, or with ``strict`` a ``ManifestError``.
     Raises ``ManifestError`` for a bad object.
@@ -78,12 +83,14 @@ def build_snapshot(
     _check_names(read)
     built = SimulationInput(Snapshot(), warnings=_unknown_fields(read, node_classes, strict))
     snapshot, notes = built.snapshot, built.notes
-    snapshot.nodeclasses = [
-        _validated(doc, node_classes[doc.kind]) for doc in documents if doc.kind in node_classes
-    ]
-    use_node_classes = getattr(provider, "use_node_classes", None)
-    if use_node_classes is not None:
-        use_node_classes(snapshot.nodeclasses)
+    given_node_classes = {
+        (doc.kind, doc.name): _validated(doc, node_classes[doc.kind])
+        for doc in documents
+        if doc.kind in node_classes
+    }
+    snapshot.nodeclasses = list(given_node_classes.values())
+    if node_class_view is not None:
+        node_class_view.update(given_node_classes)
     nodepool_docs = [d for d in documents if d.kind == "NodePool"]
     catalog = _nodepools(nodepool_docs, provider, node_classes, built)
     given = {(d.kind, d.name) for d in documents if d.kind in node_classes}

@@ -81,14 +81,15 @@ class Operator:
         self.kube = kube
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
         self.events = EventRecorder(kube)
+        self.state = ClusterState(kube, record.node_classes, watch_timeout=watch_timeout)
         self.provider_context = ProviderContext(
             settings=dict(provider_settings or {}),
             kube_client=kube.api_client,
             logger=logging.getLogger(f"karpenter.provider.{record.name}"),
             events=self.events,
+            node_classes=self.state.nodeclass,
         )
         self.provider = metrics.instrument(record.factory(self.provider_context))
-        self.state = ClusterState(kube, record.node_classes, watch_timeout=watch_timeout)
         self.elector = (
             None
             if settings.disable_leader_election

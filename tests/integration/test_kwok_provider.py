@@ -1,4 +1,5 @@
-"""The KWOK provider against a real apiserver: Nodes created, found, listed and deleted."""
+"""The KWOK provider against a real apiserver: Nodes created, found, listed and deleted; its
+KWOKNodeClasses read through an informer, as the controller gives them."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from fractions import Fraction
 import pytest
 from kubernetes import client
 
+from karpenter_conformance.pytest_plugin import KubeCluster
 from karpenter_conformance.waiting import wait_until
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import InsufficientCapacity, NodeClaimNotFound
+from karpenter_core.operator.informer import Informer
+from karpenter_core.operator.kube import KubeClient
 from karpenter_kwok.cloudprovider import KWOKCloudProvider
+from karpenter_kwok.nodeclass import KWOKNodeClass
 
 pytestmark = pytest.mark.integration
 
@@ -22,8 +27,27 @@ GROUP, VERSION, PLURAL = "karpenter.kwok.sh", "v1alpha1", "kwoknodeclasses"
 
 
 @pytest.fixture
-def node_class(kube_client: client.ApiClient, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A KWOKNodeClass (with the delay given by the test's parameter, if any); deleted after."""
+def node_classes(kube_cluster: KubeCluster) -> Iterator[Informer[KWOKNodeClass]]:
+    """The provider's KWOKNodeClass read view: an informer, as the controller runs one."""
+    kube = KubeClient.from_config(str(kube_cluster.kubeconfig))
+    informer = Informer(kube, f"/apis/{GROUP}/{VERSION}/{PLURAL}", KWOKNodeClass.from_manifest)
+    informer.start()
+    try:
+        wait_until(informer.synced.is_set, "the KWOKNodeClass informer to sync", 10)
+        yield informer
+    finally:
+        informer.stop(timeout=5)
+        kube.close()
+
+
+@pytest.fixture
+def node_class(
+    kube_client: client.ApiClient,
+    node_classes: Informer[KWOKNodeClass],
+    request: pytest.FixtureRequest,
+) -> Iterator[str]:
+    """A KWOKNodeClass (with the delay given by the test's parameter, if any), once the
+    provider's view has it; deleted after."""
     api = client.CustomObjectsApi(kube_client)
     name = f"kwok-{uuid.uuid4().hex[:8]}"
     spec = {"nodeRegistrationDelay": request.param} if hasattr(request, "param") else {}
@@ -35,14 +59,21 @@ def node_class(kube_client: client.ApiClient, request: pytest.FixtureRequest) ->
     }
     api.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
     try:
+        wait_until(lambda: name in node_classes.cache, f"{name} in the informer cache", 10)
         yield name
     finally:
         api.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
 
 
 @pytest.fixture
-def provider(kube_client: client.ApiClient) -> KWOKCloudProvider:
-    return KWOKCloudProvider.from_context(ProviderContext(kube_client=kube_client))
+def provider(
+    kube_client: client.ApiClient, node_classes: Informer[KWOKNodeClass]
+) -> KWOKCloudProvider:
+    def view(kind: str, name: str) -> KWOKNodeClass | None:
+        return node_classes.cache.get(name) if kind == "KWOKNodeClass" else None
+
+    context = ProviderContext(kube_client=kube_client, node_classes=view)
+    return KWOKCloudProvider.from_context(context)
 
 
 def _claim(node_class: str) -> NodeClaim:

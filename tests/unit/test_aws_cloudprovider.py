@@ -1,4 +1,4 @@
-"""The AWS cloud provider end to end against moto, with EC2NodeClasses served over HTTP.
+"""The AWS cloud provider end to end against moto, with EC2NodeClasses from a read view.
 
 The EC2 client handed to the provider narrows DescribeInstanceTypes to a few types (moto
 answers ~1,400 in seconds); moto's CreateFleet gaps (first override only, no Errors) are filled
@@ -8,21 +8,20 @@ with botocore event handlers on the same client, never in provider code.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s
+from pydantic import ValidationError
 
 from karpenter_aws.amis import AMIResolver
 from karpenter_aws.cloudprovider import (
     AWSCloudProvider,
-    NodeClasses,
     cluster_dns_ip,
     launch_tags,
     node_labels,
@@ -51,59 +50,35 @@ from tests import aws_env
 from tests.aws_env import AWSEnv
 
 TYPES = ["m5.large", "c5.large", "m5.xlarge", "c5.xlarge", "m6g.large", "r5.large", "t3.micro"]
-PATH = "/apis/karpenter.k8s.aws/v1/ec2nodeclasses/"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-# -- an apiserver serving EC2NodeClasses --------------------------------------------------------
+# -- the provider's EC2NodeClass read view --------------------------------------------------------
 
 
-class Apiserver:
-    """Serves ``GET`` of cluster-scoped EC2NodeClasses from ``objects`` (name -> manifest) and
-    counts them (``reads``)."""
+class NodeClassView:
+    """The ``ProviderContext.node_classes`` read view, as the controller's informer cache gives
+    it: the manifests in ``objects`` (name -> manifest), decoded on each lookup (so a test may
+    change one in place); ``lookups`` counts the calls."""
 
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
-        self.reads = 0
-        objects = self.objects
-        server = self
+        self.lookups = 0
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                server.reads += 1
-                name = self.path.removeprefix(PATH) if self.path.startswith(PATH) else None
-                found = objects.get(name or "")
-                status = 200 if found is not None else 404
-                body = found or {"kind": "Status", "code": 404, "reason": "NotFound"}
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *_: Any) -> None:
-                return
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def client(self) -> k8s.ApiClient:
-        host, port = self._server.server_address[:2]
-        configuration = k8s.Configuration(host=f"http://{host}:{port}")
-        configuration.retries = 0
-        return k8s.ApiClient(configuration)
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    def __call__(self, kind: str, name: str) -> EC2NodeClass | None:
+        self.lookups += 1
+        manifest = self.objects.get(name)
+        if kind != "EC2NodeClass" or manifest is None:
+            return None
+        try:
+            return EC2NodeClass.from_manifest(copy.deepcopy(manifest))
+        except ValidationError:  # the informer logs and leaves out what it cannot decode
+            return None
 
 
-@pytest.fixture(scope="module")
-def apiserver() -> Iterator[Apiserver]:
-    server = Apiserver()
-    yield server
-    server.stop()
+@pytest.fixture
+def node_classes() -> NodeClassView:
+    return NodeClassView()
 
 
 class Clock:
@@ -201,15 +176,15 @@ def node_class_manifest(aws: AWSEnv, **spec: Any) -> dict[str, Any]:
 
 
 class Env:
-    """A provider against moto and the apiserver, and handles on what it calls."""
+    """A provider against moto with an EC2NodeClass view, and handles on what it calls."""
 
-    def __init__(self, aws: AWSEnv, apiserver: Apiserver, **settings: str) -> None:
+    def __init__(self, aws: AWSEnv, node_classes: NodeClassView, **settings: str) -> None:
         self.aws = aws
-        self.apiserver = apiserver
+        self.node_classes = node_classes
         self.clock = Clock()
         self.ec2 = narrowed_ec2(aws)
-        apiserver.objects.clear()
-        apiserver.objects["default"] = node_class_manifest(aws)
+        node_classes.objects.clear()
+        node_classes.objects["default"] = node_class_manifest(aws)
         self.fleets = Calls(self.ec2, "CreateFleet")
         self.templates = Calls(self.ec2, "CreateLaunchTemplate")
         context = ProviderContext(
@@ -221,15 +196,14 @@ class Env:
                 "fleet-batch-max-duration": "500ms",
                 **settings,
             },
-            kube_client=apiserver.client(),
+            node_classes=node_classes,
             clock=self.clock,
             clients={"ec2": self.ec2, "eks": aws.client("eks"), "pricing": aws.client("pricing")},
         )
         self.provider = AWSCloudProvider.from_context(context)
-        self.provider.node_classes = NodeClasses(apiserver.client(), ttl=timedelta(0))
 
     def node_class(self) -> dict[str, Any]:
-        return self.apiserver.objects["default"]
+        return self.node_classes.objects["default"]
 
     def instance(self, instance_id: str) -> dict[str, Any]:
         [reservation] = self.aws.client("ec2").describe_instances(InstanceIds=[instance_id])[
@@ -240,8 +214,8 @@ class Env:
 
 
 @pytest.fixture
-def env(aws: AWSEnv, apiserver: Apiserver) -> Env:
-    return Env(aws, apiserver)
+def env(aws: AWSEnv, node_classes: NodeClassView) -> Env:
+    return Env(aws, node_classes)
 
 
 def claim(
@@ -377,7 +351,7 @@ def test_with_aws_clients_but_no_cluster_the_live_catalog_is_served(aws: AWSEnv)
     types = provider.get_instance_types(nodepool())
     assert {t.name for t in types} == set(TYPES)
     assert "us-east-1f" in {o.zone for t in types for o in t.offerings}
-    with pytest.raises(CloudProviderError, match="no cluster"):
+    with pytest.raises(CloudProviderError, match="NodeClass view"):
         provider.create(claim())
 
 
@@ -594,10 +568,10 @@ def _lookup_names(lookups: Calls) -> list[str]:
 
 
 def test_concurrent_identical_creates_become_one_create_fleet(
-    aws: AWSEnv, apiserver: Apiserver
+    aws: AWSEnv, node_classes: NodeClassView
 ) -> None:
     env = Env(
-        aws, apiserver, **{"fleet-batch-idle-duration": "35ms", "fleet-batch-max-duration": "5s"}
+        aws, node_classes, **{"fleet-batch-idle-duration": "35ms", "fleet-batch-max-duration": "5s"}
     )
     lookups = Calls(env.ec2, "DescribeInstances")
     tagging = Calls(env.ec2, "CreateTags")
@@ -618,9 +592,9 @@ def test_concurrent_identical_creates_become_one_create_fleet(
 
 
 def test_concurrent_creates_find_what_was_launched_before_a_crash(
-    aws: AWSEnv, apiserver: Apiserver
+    aws: AWSEnv, node_classes: NodeClassView
 ) -> None:
-    env = Env(aws, apiserver, **{"fleet-batch-max-duration": "5s"})
+    env = Env(aws, node_classes, **{"fleet-batch-max-duration": "5s"})
     launched = env.provider.create(claim("default-03"))
     lookups = Calls(env.ec2, "DescribeInstances")
     names = [f"default-{i:02d}" for i in range(6)]
@@ -775,14 +749,14 @@ def test_node_class_problems(env: Env) -> None:
     with pytest.raises(CreateError) as caught:
         env.provider.create(claim())
     assert caught.value.reason == "NodeClassReadinessUnknown"
-    env.node_class()["spec"]["subnetSelectorTerms"] = []
-    with pytest.raises(NodeClassNotReady, match="subnetSelectorTerms"):
+    env.node_class()["spec"]["subnetSelectorTerms"] = []  # the informer leaves it out
+    with pytest.raises(InsufficientCapacity, match="'default' not found"):
         env.provider.create(claim())
     assert env.fleets.count == 0
 
 
-def test_without_a_cluster_name_nothing_launches(aws: AWSEnv, apiserver: Apiserver) -> None:
-    env = Env(aws, apiserver, **{"cluster-name": ""})
+def test_without_a_cluster_name_nothing_launches(aws: AWSEnv, node_classes: NodeClassView) -> None:
+    env = Env(aws, node_classes, **{"cluster-name": ""})
     with pytest.raises(CloudProviderError, match="--cluster-name"):
         env.provider.create(claim())
 
@@ -815,7 +789,7 @@ def test_get_list_and_delete(env: Env) -> None:
 
 def test_list_shows_instances_whose_node_class_is_gone(env: Env) -> None:
     created = env.provider.create(claim())
-    del env.apiserver.objects["default"]
+    del env.node_classes.objects["default"]
     [listed] = env.provider.list()
     assert listed.status.provider_id == created.status.provider_id
     assert listed.metadata.labels[wk.INSTANCE_TYPE] == created.metadata.labels[wk.INSTANCE_TYPE]
@@ -872,14 +846,14 @@ def test_no_drift_without_node_class_or_instance(env: Env) -> None:
     created = launched_in_sync(env)
     env.aws.client("ec2").terminate_instances(InstanceIds=[instance_id(created)])
     assert env.provider.is_drifted(created) == ""
-    del env.apiserver.objects["default"]
+    del env.node_classes.objects["default"]
     assert env.provider.is_drifted(created) == ""
 
 
 def test_drift_reads_instances_from_the_cache_and_batches_the_rest(
-    aws: AWSEnv, apiserver: Apiserver
+    aws: AWSEnv, node_classes: NodeClassView
 ) -> None:
-    env = Env(aws, apiserver, **{"fleet-batch-max-duration": "5s"})
+    env = Env(aws, node_classes, **{"fleet-batch-max-duration": "5s"})
     names = [f"default-{i:02d}" for i in range(10)]
     created = in_threads(10, lambda i: env.provider.create(claim(names[i])))
     assert not [c for c in created if isinstance(c, Exception)], created
@@ -892,8 +866,7 @@ def test_drift_reads_instances_from_the_cache_and_batches_the_rest(
         assert env.provider.is_drifted(launched) == ""
     assert describes.count == 0  # what was launched is known
 
-    restarted = Env(aws, apiserver, **{"fleet-batch-idle-duration": "200ms"})
-    restarted.provider.node_classes = NodeClasses(apiserver.client())
+    restarted = Env(aws, node_classes, **{"fleet-batch-idle-duration": "200ms"})
     assert restarted.provider.get_instance_types(nodepool())  # as the provisioner has
     describes = Calls(restarted.ec2, "DescribeInstances")
     drifted = in_threads(50, lambda i: restarted.provider.is_drifted(created[i % 10]))
@@ -919,62 +892,38 @@ def test_delete_is_not_fooled_by_the_instance_cache(env: Env) -> None:
         env.provider.get(created.status.provider_id or "")
 
 
-# -- EC2NodeClass cache ---------------------------------------------------------------------------
+# -- EC2NodeClass read view -----------------------------------------------------------------------
 
 
-def test_only_ready_node_classes_are_cached(env: Env) -> None:
-    apiserver = env.apiserver
-    node_classes = NodeClasses(apiserver.client(), ttl=timedelta(minutes=1))
-    manifest = env.node_class()
-    ready = copy.deepcopy(manifest["status"]["conditions"])
-    manifest["status"]["conditions"] = [
-        {**ready[0], "status": "Unknown", "reason": "AwaitingReconciliation", "message": "wait"}
-    ]
-    reads = apiserver.reads
-    for _ in range(3):
-        node_class = node_classes.get("default")
-        assert node_class is not None and node_class.not_ready_reason() == "wait"
-        assert node_classes.get("later") is None
-    assert apiserver.reads == reads + 6  # not ready and missing ones are read every time
-
-    manifest["status"]["conditions"] = ready
-    apiserver.objects["later"] = {**manifest, "metadata": {**manifest["metadata"], "name": "later"}}
-    node_class = node_classes.get("default")
-    assert node_class is not None and node_class.not_ready_reason() is None
-    assert node_classes.get("later") is not None
-    reads = apiserver.reads
-    for _ in range(3):
-        assert node_classes.get("default") is not None
-        assert node_classes.get("later") is not None
-    assert apiserver.reads == reads  # Ready ones are reused
-    assert node_classes.get("default", fresh=True) is not None
-    assert apiserver.reads == reads + 1
-
-    manifest["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    assert node_classes.get("default", fresh=True) is None
-    reads = apiserver.reads
-    assert node_classes.get("default") is None
-    assert apiserver.reads == reads + 1  # a deleting one is not kept either
+def test_node_classes_are_read_from_the_view_only(env: Env) -> None:
+    """Instance types, readiness, launches, list and drift read the EC2NodeClass through the
+    context's view; a deleting one launches nothing."""
+    before = env.node_classes.lookups
+    assert env.provider.get_instance_types(nodepool())
+    assert env.provider.node_class_readiness(nodepool()).ready
+    created = env.provider.create(claim())
+    assert env.provider.is_drifted(created) == ""
+    assert env.provider.list()
+    assert env.node_classes.lookups >= before + 5
+    env.node_class()["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert env.provider.get_instance_types(nodepool()) == []
+    with pytest.raises(InsufficientCapacity, match="not found"):
+        env.provider.create(claim("other-abcde"))
 
 
-def test_expired_node_classes_are_dropped_from_the_cache(env: Env) -> None:
-    apiserver = env.apiserver
-    manifest = env.node_class()
-    apiserver.objects["later"] = {**manifest, "metadata": {**manifest["metadata"], "name": "later"}}
-    now = [100.0]
-    node_classes = NodeClasses(apiserver.client(), timedelta(minutes=1), lambda: now[0])
-    assert node_classes.get("default") is not None and node_classes.get("later") is not None
-    assert set(node_classes._cache) == {"default", "later"}
-    now[0] += 61
-    assert node_classes.get("default") is not None
-    assert set(node_classes._cache) == {"default"}
+def test_without_a_view_nothing_launches(aws: AWSEnv, node_classes: NodeClassView) -> None:
+    env = Env(aws, node_classes)
+    blind = AWSCloudProvider.from_context(
+        dataclasses.replace(env.provider._context, node_classes=None)
+    )
+    with pytest.raises(CloudProviderError, match="NodeClass view"):
+        blind.create(claim())
 
 
 def test_a_node_class_is_launched_from_as_soon_as_it_is_ready(
-    aws: AWSEnv, apiserver: Apiserver
+    aws: AWSEnv, node_classes: NodeClassView
 ) -> None:
-    env = Env(aws, apiserver)
-    env.provider.node_classes = NodeClasses(apiserver.client())  # the default reuse time
+    env = Env(aws, node_classes)
     conditions = env.node_class()["status"]["conditions"]
     ready = copy.deepcopy(conditions)
     conditions[0].update(status="Unknown", reason="AwaitingReconciliation", message="resolving")
@@ -1009,9 +958,9 @@ class DescribeCluster:
 
 
 def test_a_failed_cluster_lookup_is_retried_after_a_minute(
-    aws: AWSEnv, apiserver: Apiserver
+    aws: AWSEnv, node_classes: NodeClassView
 ) -> None:
-    env = Env(aws, apiserver, **{"cluster-endpoint": "https://api.example"})
+    env = Env(aws, node_classes, **{"cluster-endpoint": "https://api.example"})
     describe = DescribeCluster(env.provider.clients.eks)
     for name in ("a", "b"):
         with pytest.raises(CreateError) as caught:
@@ -1033,9 +982,9 @@ def test_a_failed_cluster_lookup_is_retried_after_a_minute(
 
 
 def test_without_an_endpoint_a_failed_cluster_lookup_says_what_to_set(
-    aws: AWSEnv, apiserver: Apiserver
+    aws: AWSEnv, node_classes: NodeClassView
 ) -> None:
-    env = Env(aws, apiserver)
+    env = Env(aws, node_classes)
     DescribeCluster(env.provider.clients.eks)
     with pytest.raises(CreateError) as caught:
         env.provider.create(claim())
@@ -1044,10 +993,12 @@ def test_without_an_endpoint_a_failed_cluster_lookup_says_what_to_set(
     assert "AccessDeniedException" in caught.value.message
 
 
-def test_settings_make_the_cluster_lookup_unneeded(aws: AWSEnv, apiserver: Apiserver) -> None:
+def test_settings_make_the_cluster_lookup_unneeded(
+    aws: AWSEnv, node_classes: NodeClassView
+) -> None:
     env = Env(
         aws,
-        apiserver,
+        node_classes,
         **{
             "cluster-endpoint": "https://api.example",
             "cluster-ca-bundle": "Y2E=",
@@ -1068,10 +1019,12 @@ def test_settings_make_the_cluster_lookup_unneeded(aws: AWSEnv, apiserver: Apise
 
 
 def test_callers_a_batched_fleet_left_out_get_insufficient_capacity(
-    aws: AWSEnv, apiserver: Apiserver
+    aws: AWSEnv, node_classes: NodeClassView
 ) -> None:
     env = Env(
-        aws, apiserver, **{"fleet-batch-idle-duration": "100ms", "fleet-batch-max-duration": "5s"}
+        aws,
+        node_classes,
+        **{"fleet-batch-idle-duration": "100ms", "fleet-batch-max-duration": "5s"},
     )
 
     def only_one(params: dict[str, Any], **_: Any) -> None:

@@ -7,11 +7,13 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client as k8s
 from pydantic import ValidationError
 
 from karpenter_core.apis import labels
 from karpenter_core.apis.crdgen import provider_crds
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
+from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import (
     CloudProviderError,
@@ -238,3 +240,42 @@ def test_upstream_behaviour_of_the_small_methods() -> None:
     ]
     assert provider.supported_node_classes() == [KWOKNodeClass]
     assert provider.node_class_readiness(None).ready  # type: ignore[arg-type]
+
+
+def _nodepool(node_class: str) -> NodePool:
+    ref = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": node_class}
+    return NodePool.from_manifest(
+        {
+            "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"nodeClassRef": ref, "requirements": []}}},
+        }
+    )
+
+
+def test_node_classes_come_from_the_read_view_without_requests() -> None:
+    """The KWOKNodeClass is looked up in the context's view; the cluster is never asked (this
+    client points at a port nothing listens on)."""
+    unreachable = k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:9"))
+    not_ready = KWOKNodeClass.from_manifest(
+        {
+            "status": {
+                "conditions": [
+                    {"type": "Ready", "status": "False", "reason": "Test", "message": "broken"}
+                ]
+            }
+        }
+    )
+    view = {"ready": KWOKNodeClass(), "broken": not_ready}
+    context = ProviderContext(
+        kube_client=unreachable,
+        node_classes=lambda kind, name: view.get(name) if kind == "KWOKNodeClass" else None,
+    )
+    provider = KWOKCloudProvider.from_context(context)
+    assert provider.node_class_readiness(_nodepool("ready")).ready
+    broken = provider.node_class_readiness(_nodepool("broken"))
+    assert not broken.ready and "broken" in broken.reason
+    missing = provider.node_class_readiness(_nodepool("absent"))
+    assert not missing.ready and "'absent' not found" in missing.reason
+    blind = KWOKCloudProvider.from_context(ProviderContext(kube_client=unreachable))
+    without_view = blind.node_class_readiness(_nodepool("ready"))
+    assert not without_view.ready and "NodeClass view" in without_view.reason

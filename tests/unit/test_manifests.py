@@ -1026,3 +1026,24 @@ def test_the_core_types_table_matches_the_installed_kubernetes_client() -> None:
     upgrading the client)."""
     assert client_types() == TYPES
     assert TYPES["V1PodSpec"]["nodeSelector"] == "Dict[str, str]"
+
+
+def test_the_input_node_classes_fill_the_providers_read_view_before_it_is_asked() -> None:
+    node_class = """
+apiVersion: example.com/v1
+kind: FakeNodeClass
+metadata: {name: default}
+spec: {size: large}
+"""
+    view: dict[tuple[str, str], Any] = {}
+    seen: list[Any] = []
+
+    class Reading(FakeProvider):
+        def get_instance_types(self, nodepool: NodePool) -> list[InstanceType]:
+            seen.append(view.get(("FakeNodeClass", "default")))
+            return super().get_instance_types(nodepool)
+
+    documents = parse_documents(NODEPOOL + "---" + node_class, "x.yaml")
+    built = build_snapshot(documents, Reading(), node_class_view=view)
+    assert [getattr(n, "spec", None) for n in seen] == [{"size": "large"}]
+    assert list(view.values()) == built.snapshot.nodeclasses

@@ -1,7 +1,9 @@
 """What the checks act on: a provider built from its record, pointed at the profile's fake cloud.
 
 One ``Harness`` per session starts the profile and the contract level's Kubernetes API; before
-each check it resets both, stores the profile's NodeClass and builds a fresh provider.
+each check it resets both, puts the profile's NodeClass in the provider's NodeClass read view
+(``ProviderContext.node_classes``, as the controller's informer cache gives it) and builds a
+fresh provider.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ class Harness:
         self.profile = profile
         info = record.node_classes[0]
         self.node_class_info = info
-        self.node_class_path = f"/apis/{info.group}/{info.version}/{info.plural}"
+        self.node_classes: dict[tuple[str, str], Any] = {}
+        """The read view's objects, by kind and name."""
         self.api = ObjectAPI()
         self._names = itertools.count(1)
         self._provider: CloudProvider | None = None
@@ -66,6 +69,7 @@ class Harness:
         """A clean cloud and API holding the profile's ready NodeClass; a new provider."""
         self.profile.reset()
         self.api.clear()
+        self.node_classes.clear()
         self.put_node_class(self.profile.node_class(ready=True))
         self._provider = None
 
@@ -80,13 +84,20 @@ class Harness:
         """A provider from the record's factory, with the profile's settings."""
         values = {k.replace("-", "_"): v for k, v in self.profile.settings().items()}
         context = ProviderContext(
-            settings=self.record.settings(values), kube_client=self.api.client()
+            settings=self.record.settings(values),
+            kube_client=self.api.client(),
+            node_classes=lambda kind, name: self.node_classes.get((kind, name)),
         )
         return self.record.factory(context)
 
     def put_node_class(self, manifest: dict[str, Any]) -> None:
-        """Store ``manifest`` (status included) where the provider reads NodeClasses."""
-        self.api.put(self.node_class_path, manifest)
+        """Put ``manifest`` (status included) in the provider's NodeClass read view, decoded as
+        the controller's informer decodes it (the model's ``from_manifest``, else
+        ``model_validate``)."""
+        model = self.node_class_info.model
+        decode = getattr(model, "from_manifest", model.model_validate)
+        name = manifest["metadata"]["name"]
+        self.node_classes[(self.node_class_info.kind, name)] = decode(manifest)
 
     def node_class_name(self) -> str:
         """The name of the profile's NodeClass."""

@@ -1,9 +1,10 @@
 """The Kubernetes API of the contract level: cluster-scoped objects in memory, served over HTTP.
 
-The contract level runs without a cluster. A provider still reads its NodeClasses through the
-Kubernetes API (and a provider whose instances are Nodes, like KWOK, writes them there), so the
-suite serves the part of the REST API those calls use: get, list, create, replace and delete
-of cluster-scoped objects, for any path. The cluster level uses a real apiserver instead.
+The contract level runs without a cluster. A provider reads its NodeClasses through its read
+view (the harness fills it), but one whose instances are Kubernetes objects, like KWOK's Nodes,
+writes them through the Kubernetes API, so the suite serves the part of the REST API those calls
+use: get, list, create, replace and delete of cluster-scoped objects, for any path. The cluster
+level uses a real apiserver instead.
 """
 
 from __future__ import annotations
@@ -73,10 +74,6 @@ class ObjectAPI:
         configuration = k8s.Configuration(host=self.url)
         configuration.retries = 0
         return k8s.ApiClient(configuration)
-
-    def put(self, collection: str, manifest: dict[str, Any]) -> None:
-        """Store ``manifest`` (status included) under ``collection``, replacing any."""
-        self.replace(f"{collection}/{manifest['metadata']['name']}", manifest, create=True)
 
     def items(self, collection: str) -> list[dict[str, Any]]:
         """The objects stored under ``collection``."""

@@ -1,8 +1,8 @@
 """The AWS cloud provider: EC2 instances launched with CreateFleet for EC2NodeClasses.
 
 ``AWSCloudProvider.from_context`` builds it. With a cluster (``kube_client``) or AWS clients it
-is live: the catalog reads EC2, EC2NodeClasses are read from the apiserver and ``create``
-launches instances. Without either it is offline (``karpenter simulate``): the catalog is the
+is live: the catalog reads EC2, EC2NodeClasses come from the context's read view (the
+controller's informer cache) and ``create`` launches instances. Without either it is offline (``karpenter simulate``): the catalog is the
 packaged data and nothing can be launched.
 
 A launch takes the cheapest instance types the NodeClaim allows (at most 60), groups them by AMI
@@ -15,18 +15,13 @@ from __future__ import annotations
 
 import builtins
 import ipaddress
-import json
 import logging
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
-
-from kubernetes import client as k8s
-from pydantic import ValidationError
 
 from karpenter_aws.amis import map_to_instance_types
 from karpenter_aws.catalog import InstanceTypeCatalog
@@ -64,11 +59,8 @@ from karpenter_aws.nodeclass import (
     HASH_VERSION,
     HASH_VERSION_ANNOTATION,
     KIND,
-    PLURAL,
-    VERSION,
     EC2NodeClass,
     nodeclass_hash,
-    validation_problems,
 )
 from karpenter_aws.pricing import PriceBook
 from karpenter_aws.settings import AWSSettings
@@ -98,11 +90,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLUSTER_RETRY",
-    "NODE_CLASS_TTL",
     "PRICE_REFRESH",
     "AWSCloudProvider",
     "ClusterInfo",
-    "NodeClasses",
     "cluster_dns_ip",
     "launch_tags",
     "node_labels",
@@ -110,9 +100,6 @@ __all__ = [
 
 log = logging.getLogger("karpenter.aws")
 
-NODE_CLASS_TTL = timedelta(seconds=3)
-"""How long a Ready EC2NodeClass read from the apiserver is reused (creates always read afresh;
-a missing or not ready one is read afresh every time)."""
 CLUSTER_RETRY = timedelta(minutes=1)
 """How long after a failed (or incomplete) EKS DescribeCluster it is tried again."""
 PRICE_REFRESH = timedelta(hours=12)
@@ -124,76 +111,6 @@ _DRIFT_SECURITY_GROUP = "SecurityGroupDrift"
 _DRIFT_SUBNET = "SubnetDrift"
 _TERMINATING = frozenset({"shutting-down", "terminated"})
 _RESTRICTED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
-
-
-class NodeClasses:
-    """EC2NodeClasses read from the apiserver, each Ready one reused for ``ttl``.
-
-    ``get`` returns None for one that does not exist or is being deleted (as upstream, a
-    deleting EC2NodeClass launches nothing), and always None without a cluster. Only Ready
-    EC2NodeClasses are kept: one that is missing or not ready yet is read again on every call,
-    so that it is used as soon as it becomes Ready. Expired entries are dropped on each write.
-    """
-
-    def __init__(
-        self,
-        kube_client: Any,
-        ttl: timedelta = NODE_CLASS_TTL,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._api = None if kube_client is None else k8s.CustomObjectsApi(kube_client)
-        self._ttl = ttl.total_seconds()
-        self._monotonic = monotonic
-        self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float, EC2NodeClass]] = {}
-
-    @property
-    def connected(self) -> bool:
-        """Whether there is a cluster to read EC2NodeClasses from."""
-        return self._api is not None
-
-    def get(self, name: str, fresh: bool = False) -> EC2NodeClass | None:
-        """The EC2NodeClass ``name``; ``NodeClassNotReady`` when it is not a valid one."""
-        if self._api is None:
-            return None
-        now = self._monotonic()
-        if not fresh:
-            with self._lock:
-                cached = self._cache.get(name)
-            if cached is not None and now - cached[0] < self._ttl:
-                return cached[1]
-        node_class = self._read(name)
-        with self._lock:
-            expired = [k for k, (at, _) in self._cache.items() if now - at >= self._ttl]
-            for key in expired:
-                del self._cache[key]
-            if node_class is not None and node_class.not_ready_reason() is None:
-                self._cache[name] = (now, node_class)
-            else:
-                self._cache.pop(name, None)
-        return node_class
-
-    def _read(self, name: str) -> EC2NodeClass | None:
-        assert self._api is not None
-        try:
-            response = self._api.get_cluster_custom_object(
-                GROUP, VERSION, PLURAL, name, _preload_content=False
-            )
-        except k8s.ApiException as error:
-            if error.status == 404:
-                return None
-            raise CloudProviderError(
-                f"reading {KIND} {name!r}: {error.status} {error.reason}"
-            ) from None
-        try:
-            node_class = EC2NodeClass.from_manifest(json.loads(response.data))
-        except ValidationError as error:
-            raise NodeClassNotReady(
-                f"{KIND} {name!r} is not valid: {validation_problems(error)}"
-            ) from None
-        if node_class.metadata.deletion_timestamp is not None:
-            return None
-        return node_class
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,19 +173,16 @@ class AWSCloudProvider:
         clients: AWSClients,
         catalog: InstanceTypeCatalog,
         unavailable: UnavailableOfferings,
-        node_classes: NodeClasses,
         context: ProviderContext,
     ) -> None:
         self.settings = settings
         self.clients = clients
         self.catalog = catalog
         self.unavailable = unavailable
-        self.node_classes = node_classes
         self._context = context
         self._lock = threading.Lock()
         self._cluster_info: ClusterInfo | None = None
         self._cluster_retry: tuple[datetime, ClusterInfo] | None = None
-        self._given_node_classes: dict[str, EC2NodeClass] = {}
         self._prices_due: datetime | None = None
         self._launcher: _Launcher | None = None
 
@@ -285,32 +199,36 @@ class AWSCloudProvider:
             catalog = InstanceTypeCatalog.live(
                 settings, clients.ec2, prices, unavailable, context.clock
             )
-        return cls(
-            settings, clients, catalog, unavailable, NodeClasses(context.kube_client), context
-        )
+        return cls(settings, clients, catalog, unavailable, context)
+
+    # -- node classes -------------------------------------------------------------------------
+
+    @property
+    def _has_node_classes(self) -> bool:
+        """Whether the context gave a read view of the EC2NodeClasses."""
+        return self._context.node_classes is not None
+
+    def _node_class(self, name: str) -> EC2NodeClass | None:
+        """The EC2NodeClass ``name`` from the context's read view; None when it is missing, is
+        being deleted (as upstream, a deleting EC2NodeClass launches nothing) or there is no
+        view."""
+        lookup = self._context.node_classes
+        found = lookup(KIND, name) if lookup is not None and name else None
+        if not isinstance(found, EC2NodeClass) or found.metadata.deletion_timestamp is not None:
+            return None
+        return found
 
     # -- catalog ------------------------------------------------------------------------------
 
-    def use_node_classes(self, node_classes: Sequence[BaseModel]) -> None:
-        """Take the EC2NodeClasses of a set of manifests (``karpenter simulate``): offline, a
-        NodePool's instance types then follow its EC2NodeClass (kubelet, AMI family, root
-        volume) instead of the defaults."""
-        self._given_node_classes = {
-            n.metadata.name or "": n for n in node_classes if isinstance(n, EC2NodeClass)
-        }
-
     def get_instance_types(self, nodepool: NodePool) -> list[InstanceType]:
-        """The instance types of the NodePool's EC2NodeClass; none when it is missing. Without a
-        cluster (offline, or AWS clients only), the whole catalog for all zones of the region;
-        offline, shaped by the NodePool's EC2NodeClass when ``use_node_classes`` gave it."""
+        """The instance types of the NodePool's EC2NodeClass. Offline (``karpenter
+        simulate``), the packaged catalog shaped by the EC2NodeClass of the input (the
+        defaults when it is not there); live, none when the EC2NodeClass is missing, or the
+        whole catalog when the context has no view of EC2NodeClasses (AWS clients only)."""
         if not self.catalog.is_live:
-            ref = nodepool.spec.template.spec.node_class_ref
-            given = None
-            if (ref.group, ref.kind) == (GROUP, KIND):
-                given = self._given_node_classes.get(ref.name)
-            return list(self.catalog.instance_types(given))
+            return list(self.catalog.instance_types(self._node_class_of(nodepool)))
         self._refresh_prices_when_due()
-        if not self.node_classes.connected:
+        if not self._has_node_classes:
             return list(self.catalog.instance_types(None))
         node_class = self._node_class_of(nodepool)
         if node_class is None:
@@ -454,11 +372,12 @@ class AWSCloudProvider:
                 f"NodeClaim {nodeclaim.metadata.name!r} references {ref.kind} ({ref.group}); "
                 f"the aws provider reads {KIND} ({GROUP})"
             )
-        if not self.node_classes.connected:
+        if not self._has_node_classes:
             raise CloudProviderError(
-                f"no cluster to read {KIND} {ref.name!r} from: launching needs a Kubernetes client"
+                f"no view of the {KIND}s to read {ref.name!r} from: launching needs the "
+                "controller's NodeClass view (ProviderContext.node_classes)"
             )
-        node_class = self.node_classes.get(ref.name, fresh=True)
+        node_class = self._node_class(ref.name)
         if node_class is None:
             raise InsufficientCapacity(f"{KIND} {ref.name!r} not found")
         problem = node_class.not_ready()
@@ -758,10 +677,7 @@ class AWSCloudProvider:
         by name, filled lazily so that a list reads each EC2NodeClass once)."""
         node_class_name = instance.tags.get(TAG_NODECLASS, "")
         if node_class_name not in seen:
-            try:
-                node_class = self.node_classes.get(node_class_name) if node_class_name else None
-            except NodeClassNotReady:
-                node_class = None
+            node_class = self._node_class(node_class_name)
             types = {t.name: t for t in self.catalog.instance_types(node_class)}
             seen[node_class_name] = (node_class, types)
         node_class, types = seen[node_class_name]
@@ -798,13 +714,13 @@ class AWSCloudProvider:
     def is_drifted(self, nodeclaim: NodeClaim) -> str:
         """Why the instance no longer matches its EC2NodeClass: NodeClassDrift (the hashed spec
         changed), AMIDrift, SecurityGroupDrift or SubnetDrift; "" when it still matches.
-        Offline (``karpenter simulate``), only NodeClassDrift, against the EC2NodeClasses given
-        to ``use_node_classes``."""
+        Offline (``karpenter simulate``), only NodeClassDrift, against the EC2NodeClasses of
+        the input."""
         ref = nodeclaim.spec.node_class_ref
         if (ref.group, ref.kind) != (GROUP, KIND):
             return ""
         live = self.catalog.is_live
-        node_class = (self.node_classes if live else self._given_node_classes).get(ref.name)
+        node_class = self._node_class(ref.name)
         if node_class is None:
             return ""
         annotations = nodeclaim.metadata.annotations
@@ -871,10 +787,7 @@ class AWSCloudProvider:
             return NodeClassReadiness(
                 False, f"the aws provider reads {KIND} ({GROUP}), not {ref.kind} ({ref.group})"
             )
-        try:
-            node_class = self.node_classes.get(ref.name)
-        except CloudProviderError as error:
-            return NodeClassReadiness(False, str(error))
+        node_class = self._node_class(ref.name)
         if node_class is None:
             return NodeClassReadiness(False, f"{KIND} {ref.name!r} not found")
         reason = node_class.not_ready_reason()
@@ -886,11 +799,7 @@ class AWSCloudProvider:
         ref = nodepool.spec.template.spec.node_class_ref
         if (ref.group, ref.kind) != (GROUP, KIND):
             return None
-        try:
-            return self.node_classes.get(ref.name)
-        except NodeClassNotReady as error:
-            log.warning("%s", error)
-            return None
+        return self._node_class(ref.name)
 
 
 @dataclass(frozen=True, slots=True)

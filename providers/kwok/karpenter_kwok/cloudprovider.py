@@ -46,7 +46,7 @@ from karpenter_kwok.catalog import (
 )
 from karpenter_kwok.faults import FAULTS_ENV, FAULTS_OPTION, InsufficientCapacityFile
 from karpenter_kwok.labels import GROUP, KWOK_NODE, KWOK_NODE_VALUE, PROVIDER_ID_PREFIX
-from karpenter_kwok.nodeclass import KIND, PLURAL, VERSION, KWOKNodeClass
+from karpenter_kwok.nodeclass import KIND, KWOKNodeClass
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -276,7 +276,7 @@ class KWOKCloudProvider:
             return NodeClassReadiness(ready=True)
         try:
             self._registration_delay(nodepool.spec.template.spec.node_class_ref)
-        except (NodeClassNotReady, InsufficientCapacity) as error:
+        except CloudProviderError as error:
             return NodeClassReadiness(ready=False, reason=str(error))
         return NodeClassReadiness(ready=True)
 
@@ -300,21 +300,21 @@ class KWOKCloudProvider:
         return k8s.CoreV1Api(self._context.kube_client)
 
     def _registration_delay(self, ref: NodeClassReference) -> timedelta:
-        """Resolve the NodeClaim's KWOKNodeClass: missing means no capacity, as upstream."""
+        """Resolve the NodeClaim's KWOKNodeClass through the context's read view: missing means
+        no capacity, as upstream."""
         if (ref.group, ref.kind) != (GROUP, KIND):
             raise NodeClassNotReady(
                 f"the kwok provider reads {KIND} ({GROUP}), not {ref.kind} ({ref.group})"
             )
-        api = k8s.CustomObjectsApi(self._context.kube_client)
-        try:
-            response = api.get_cluster_custom_object(
-                GROUP, VERSION, PLURAL, ref.name, _preload_content=False
+        lookup = self._context.node_classes
+        if lookup is None:
+            raise CloudProviderError(
+                f"no view of the {KIND}s to read {ref.name!r} from: launching needs the "
+                "controller's NodeClass view (ProviderContext.node_classes)"
             )
-        except k8s.ApiException as error:
-            if error.status == 404:
-                raise InsufficientCapacity(f"{KIND} {ref.name!r} not found") from None
-            raise _api_error(f"reading {KIND} {ref.name}", error) from None
-        node_class = KWOKNodeClass.from_manifest(json.loads(response.data))
+        node_class = lookup(KIND, ref.name)
+        if not isinstance(node_class, KWOKNodeClass):
+            raise InsufficientCapacity(f"{KIND} {ref.name!r} not found")
         reason = node_class.not_ready_reason()
         if reason is not None:
             raise NodeClassNotReady(f"{KIND} {ref.name!r} is not ready: {reason}")
