@@ -66,6 +66,7 @@ def karpenter_register_providers() -> list[ProviderRecord]:
                     "line) the fake cloud refuses for lack of capacity, read again when it "
                     "changes (fault injection for tests)",
                     env=FAULTS_ENV,
+                    simulate=False,
                 ),
             ],
             capabilities=frozenset(
