@@ -163,7 +163,7 @@ class ClusterHarness:
         )
         kube = KubeClient.from_config(str(self.admin_kubeconfig))
         try:
-            rbac.apply(kube, rbac.manifests(NAMESPACE, provider=self.record.name))
+            rbac.apply(kube, rbac.manifests(NAMESPACE, provider=self.record))
         finally:
             kube.close()
         self.put_node_class(self.profile.node_class(ready=True))
