@@ -33,7 +33,8 @@ __all__ = ["conformance"]
 )
 def conformance(name: str, select: str | None, cluster: bool, output: str) -> None:
     """Check that a provider keeps the contract the core relies on (exit 1 on any failure)."""
-    from karpenter_conformance.suite.runner import as_dict, run
+    from karpenter_conformance.suite.runner import NOT_RUN, OUTCOMES, as_dict, run
+    from karpenter_conformance.suite.version import UnsupportedRecordVersion
     from karpenter_core.cloudprovider.registry import (
         RegistryError,
         UnknownProviderError,
@@ -42,9 +43,9 @@ def conformance(name: str, select: str | None, cluster: bool, output: str) -> No
 
     try:
         record = discover().provider(name)
-    except (RegistryError, UnknownProviderError) as error:
+        report = run(record, select, *(["--cluster"] if cluster else []))
+    except (RegistryError, UnknownProviderError, UnsupportedRecordVersion) as error:
         raise click.ClickException(str(error)) from None
-    report = run(record, select, *(["--cluster"] if cluster else []))
     if not report.results:
         raise click.ClickException(
             f"no check matches {select!r}"
@@ -60,12 +61,8 @@ def conformance(name: str, select: str | None, cluster: bool, output: str) -> No
             note = r.message if r.outcome != "passed" else ""
             core = " (core)" if r.core and r.outcome == "failed" else ""
             click.echo(f"{r.name:<{width}}  {r.outcome:<7}  {r.seconds:7.2f}  {note}{core}")
-        counts = {
-            o: sum(r.outcome == o for r in report.results) for o in ("passed", "failed", "skipped")
-        }
-        click.echo(
-            f"\n{report.provider}: {counts['passed']} passed, {counts['failed']} failed, "
-            f"{counts['skipped']} skipped in {report.seconds:.1f}s"
-        )
+        counts = [(o, sum(r.outcome == o for r in report.results)) for o in OUTCOMES]
+        summary = ", ".join(f"{n} {o}" for o, n in counts if n or o != NOT_RUN)
+        click.echo(f"\n{report.provider}: {summary} in {report.seconds:.1f}s")
     if not report.ok:
         raise SystemExit(1)

@@ -22,6 +22,7 @@ import pytest
 from karpenter_conformance.suite.cluster import ClusterHarness
 from karpenter_conformance.suite.harness import Harness, Violation
 from karpenter_conformance.suite.profile import missing
+from karpenter_conformance.suite.version import UnsupportedRecordVersion, check_record_version
 from karpenter_core.cloudprovider.plugin import ProviderRecord
 from karpenter_core.cloudprovider.registry import UnknownProviderError, discover
 
@@ -49,7 +50,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Declare the ``check`` marker; resolve ``--karpenter-provider``."""
+    """Declare the ``check`` marker; resolve ``--karpenter-provider`` and refuse a record of an
+    API version the suite does not check."""
     config.addinivalue_line(
         "markers",
         "check(core=False, needs=(), cluster=False): a conformance check; core checks cannot be "
@@ -60,6 +62,11 @@ def pytest_configure(config: pytest.Config) -> None:
         try:
             config.stash[RECORD_KEY] = discover().provider(name)
         except UnknownProviderError as error:
+            raise pytest.UsageError(str(error)) from None
+    if RECORD_KEY in config.stash:
+        try:
+            check_record_version(config.stash[RECORD_KEY])
+        except UnsupportedRecordVersion as error:
             raise pytest.UsageError(str(error)) from None
 
 

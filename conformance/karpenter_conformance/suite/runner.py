@@ -11,21 +11,28 @@ from typing import Any
 import pytest
 
 from karpenter_conformance.suite.plugin import RECORD_KEY, check_name, is_core
+from karpenter_conformance.suite.version import check_record_version
 from karpenter_core.cloudprovider.plugin import ProviderRecord
 
-__all__ = ["CheckResult", "Report", "run"]
+__all__ = ["NOT_RUN", "OUTCOMES", "CheckResult", "Report", "as_dict", "run"]
 
 SUITE = "karpenter_conformance.suite"
+NOT_RUN = "not run"
+OUTCOMES = ("passed", "failed", "skipped", NOT_RUN)
+"""Every outcome a check can have, in the order a summary lists them."""
 
 
 @dataclass
 class CheckResult:
-    """One check: its name and description, whether it is core, its outcome and why."""
+    """One check: its name and description, whether it is core, its outcome and why.
+
+    The outcome is "passed", "failed", "skipped" or "not run" (the run ended before the check
+    did, e.g. interrupted or stopped at a first failure)."""
 
     name: str
     description: str
     core: bool
-    outcome: str = "passed"
+    outcome: str = NOT_RUN
     seconds: float = 0.0
     message: str = ""
 
@@ -41,8 +48,12 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """Whether checks ran and none failed."""
-        return self.exit_code == 0 and bool(self.results)
+        """Whether checks ran, none failed and none was left unrun."""
+        return (
+            self.exit_code == 0
+            and bool(self.results)
+            and all(r.outcome != NOT_RUN for r in self.results)
+        )
 
 
 class _Collector:
@@ -71,14 +82,18 @@ class _Collector:
             return
         result.seconds += report.duration
         messages = [v for k, v in report.user_properties if k == "message"]
-        if report.failed or (report.skipped and result.outcome == "passed"):
+        if report.failed or (report.skipped and result.outcome != "failed"):
             result.outcome = "failed" if report.failed else "skipped"
             result.message = str(messages[-1]) if messages else result.message
+        elif report.when == "call" and report.passed and result.outcome == NOT_RUN:
+            result.outcome = "passed"
 
 
 def run(record: ProviderRecord, select: str | None = None, *extra: str) -> Report:
     """Run the suite for ``record``; ``select`` is a check name or a pytest ``-k``
-    expression over check names."""
+    expression over check names. A record of an API version the suite does not check raises
+    ``UnsupportedRecordVersion`` before anything runs."""
+    check_record_version(record)
     collector = _Collector(record)
     args = ["--pyargs", SUITE, "-p", "no:cacheprovider", "-qq", "--tb=no", *extra]
     if select:
