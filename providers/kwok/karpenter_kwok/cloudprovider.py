@@ -44,7 +44,14 @@ from karpenter_kwok.catalog import (
     generic_catalog,
     parse_catalog,
 )
-from karpenter_kwok.faults import FAULTS_ENV, FAULTS_OPTION, InsufficientCapacityFile
+from karpenter_kwok.faults import (
+    ERRORS_ENV,
+    ERRORS_OPTION,
+    FAULTS_ENV,
+    FAULTS_OPTION,
+    CloudErrorsFile,
+    InsufficientCapacityFile,
+)
 from karpenter_kwok.labels import GROUP, KWOK_NODE, KWOK_NODE_VALUE, PROVIDER_ID_PREFIX
 from karpenter_kwok.nodeclass import KIND, KWOKNodeClass
 
@@ -167,10 +174,12 @@ class KWOKCloudProvider:
         instance_types: list[InstanceType],
         context: ProviderContext,
         faults: InsufficientCapacityFile | None = None,
+        errors: CloudErrorsFile | None = None,
     ) -> None:
         self._instance_types = instance_types
         self._context = context
         self._faults = faults or InsufficientCapacityFile(None)
+        self._errors = errors or CloudErrorsFile(None)
         self._unavailable: dict[tuple[str, str, str], datetime] = {}
         self._pending: dict[str, tuple[threading.Timer, dict[str, Any]]] = {}
         self._lock = threading.Lock()
@@ -180,7 +189,8 @@ class KWOKCloudProvider:
         """The factory: the catalog and the injected faults come from the file settings."""
         path = _setting(context, CATALOG_OPTION, CATALOG_ENV)
         faults = InsufficientCapacityFile(_setting(context, FAULTS_OPTION, FAULTS_ENV))
-        return cls(load_instance_types(path), context, faults)
+        errors = CloudErrorsFile(_setting(context, ERRORS_OPTION, ERRORS_ENV))
+        return cls(load_instance_types(path), context, faults, errors)
 
     def get_instance_types(self, nodepool: NodePool) -> list[InstanceType]:
         """The whole catalog (the same objects on every call while no offering has run out of
@@ -189,6 +199,7 @@ class KWOKCloudProvider:
 
     def create(self, nodeclaim: NodeClaim) -> NodeClaim:
         """Create the Node (after the NodeClass's registration delay) and hydrate the NodeClaim."""
+        self._errors.check("create")
         api = self._core()
         name = node_name(nodeclaim)
         existing = self._read_node(api, name)
@@ -220,6 +231,7 @@ class KWOKCloudProvider:
 
     def delete(self, nodeclaim: NodeClaim) -> None:
         """Delete the Node; the fake instance is gone at once, so this raises NodeClaimNotFound."""
+        self._errors.check("delete")
         name = _node_name_of(nodeclaim.status.provider_id)
         with self._lock:
             pending = self._pending.pop(name, None)
@@ -235,6 +247,7 @@ class KWOKCloudProvider:
 
     def get(self, provider_id: str) -> NodeClaim:
         """The NodeClaim view of the Node behind ``provider_id``."""
+        self._errors.check("get")
         name = _node_name_of(provider_id)
         node = self._read_node(self._core(), name)
         if node is None or node["metadata"].get("deletionTimestamp"):
@@ -243,6 +256,7 @@ class KWOKCloudProvider:
 
     def list(self) -> list[NodeClaim]:
         """Every Node with a ``kwok://`` providerID, as NodeClaims."""
+        self._errors.check("list")
         try:
             response = self._core().list_node(_preload_content=False)
         except k8s.ApiException as error:

@@ -18,7 +18,7 @@ from karpenter_core.cloudprovider.plugin import (
     hookimpl,
 )
 from karpenter_kwok.catalog import CATALOG_ENV, CATALOG_OPTION
-from karpenter_kwok.faults import FAULTS_ENV, FAULTS_OPTION
+from karpenter_kwok.faults import ERRORS_ENV, ERRORS_OPTION, FAULTS_ENV, FAULTS_OPTION
 from karpenter_kwok.labels import GROUP
 from karpenter_kwok.nodeclass import KIND, PLURAL, VERSION, KWOKNodeClass
 
@@ -66,6 +66,14 @@ def karpenter_register_providers() -> list[ProviderRecord]:
                     "line) the fake cloud refuses for lack of capacity, read again when it "
                     "changes (fault injection for tests)",
                     env=FAULTS_ENV,
+                    simulate=False,
+                ),
+                ProviderOption(
+                    name=ERRORS_OPTION,
+                    help="a file of provider operations ('create', 'delete', 'get' or 'list' per "
+                    "line) that fail as throttled while listed, read again when it changes "
+                    "(fault injection for tests)",
+                    env=ERRORS_ENV,
                     simulate=False,
                 ),
             ],
