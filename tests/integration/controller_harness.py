@@ -74,7 +74,6 @@ class Controller:
         log_dir: Path,
         env: Mapping[str, str] | None = None,
         name: str = "controller",
-        module_path: str | None = None,
     ) -> None:
         self.metrics_port = free_port()
         self.health_port = free_port()
@@ -87,10 +86,6 @@ class Controller:
             **(env or {}),
         }
         environment.pop("KUBECONFIG", None)
-        if module_path:
-            environment["PYTHONPATH"] = os.pathsep.join(
-                filter(None, [module_path, environment.get("PYTHONPATH")])
-            )
         self._log = self.log_path.open("wb")
         executable = Path(sys.executable).parent / "karpenter"
         provider = environment.pop("KARPENTER_TEST_PROVIDER", "kwok")

@@ -4,44 +4,18 @@ launch and status, in the middle of a disruption), a second replica, an apiserve
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
+import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from karpenter_conformance.waiting import wait_until
+from karpenter_core.operator.settings import CRASH_AFTER_LAUNCH
 from tests.integration import controller_harness as harness
 
 pytestmark = pytest.mark.integration
-
-CRASH_PROVIDER = Path(__file__).resolve().parents[1] / "fixtures" / "providers" / "crashing"
-
-
-@pytest.fixture(scope="session")
-def crash_provider(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The ``kwok-crash`` provider installed into a directory for PYTHONPATH."""
-    target = tmp_path_factory.mktemp("crash-provider") / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(target),
-            str(CRASH_PROVIDER),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return target
 
 
 def test_crash_between_launch_and_status_launches_nothing_twice(
@@ -49,31 +23,29 @@ def test_crash_between_launch_and_status_launches_nothing_twice(
     namespace: str,
     pool: str,
     start_controller: Callable[..., harness.Controller],
-    crash_provider: Path,
-    tmp_path: Path,
 ) -> None:
-    marker = tmp_path / "crashed"
     harness.create_nodepool(kube_client, harness.nodepool(pool, pool))
-    crashing = start_controller(
-        env={"KARPENTER_TEST_PROVIDER": "kwok-crash", "KARPENTER_CRASH_MARKER": str(marker)},
-        module_path=str(crash_provider),
-    )
+    crashing = start_controller(env={"KARPENTER_TEST_CRASH_POINT": CRASH_AFTER_LAUNCH})
     crashing.wait_ready()
     harness.apply_deployment(kube_client, namespace, harness.deployment("crash", pool, 3, cpu="2"))
     try:
         wait_until(
             lambda: crashing.process.poll() is not None,
-            "the provider killed the controller",
+            "the controller killed at the crash point",
             timeout=30,
         )
-        assert crashing.process.returncode == -9
-        provider_id = marker.read_text()
+        assert crashing.process.returncode == -signal.SIGKILL
+        assert any(
+            r.get("message") == f"test crash point {CRASH_AFTER_LAUNCH}: killing the process"
+            for r in crashing.log_lines()
+        ), crashing.log_tail()
         [claim] = harness.nodeclaims(kube_client, pool)
         assert not claim.get("status", {}).get("providerID"), (
             "status was not written before the kill"
         )
         [node] = harness.pool_nodes(kube_client, pool)
-        assert node.spec.provider_id == provider_id, "the instance exists"
+        provider_id = node.spec.provider_id
+        assert provider_id, "the instance exists"
 
         restarted = start_controller()
         wait_until(
