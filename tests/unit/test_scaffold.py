@@ -246,6 +246,7 @@ def _conformance(installed: Installed, *arguments: str) -> dict[str, Any]:
     command = [str(installed.bin / "karpenter"), "conformance", "--provider", NAME, "-o", "json"]
     done = subprocess.run(
         [*command, *arguments],
+        cwd=installed.directory,
         capture_output=True,
         text=True,
         check=False,
