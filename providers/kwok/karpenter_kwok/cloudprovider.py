@@ -193,8 +193,12 @@ class KWOKCloudProvider:
         return cls(load_instance_types(path), context, faults, errors)
 
     def get_instance_types(self, nodepool: NodePool) -> list[InstanceType]:
-        """The whole catalog (the same objects on every call while no offering has run out of
-        capacity in the last few minutes; those are marked unavailable)."""
+        """The whole catalog for a NodePool of a KWOKNodeClass, none for another provider's
+        NodeClass (the same objects on every call while no offering has run out of capacity in
+        the last few minutes; those are marked unavailable)."""
+        ref = nodepool.spec.template.spec.node_class_ref
+        if (ref.group, ref.kind) != (GROUP, KIND):
+            return []
         return self._catalog()
 
     def create(self, nodeclaim: NodeClaim) -> NodeClaim:
