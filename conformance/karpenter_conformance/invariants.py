@@ -441,19 +441,20 @@ def _pdb_view(pdb: Mapping[str, Any]) -> PDBView:
 
 
 def _items(api: k8s.ApiClient, path: str) -> list[dict[str, Any]]:
-    response = api.call_api(
-        path,
-        "GET",
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _return_http_data_only=True,
+    method, url, headers, _, _ = api.param_serialize(
+        "GET", path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
     )
-    return list(json.loads(response.data)["items"])
+    response = api.call_api(method, url, header_params=headers)
+    data = response.read()
+    if response.status >= 300:
+        raise RuntimeError(f"GET {path}: {response.status} {data[:200]!r}")
+    return list(json.loads(data)["items"])
 
 
 class Recorder:
     """Takes a snapshot every ``interval`` seconds in a thread until stopped; a look that fails
-    (the apiserver or the cloud blinking) is skipped."""
+    (the apiserver or the cloud blinking) is skipped, counted in ``failures`` and kept as
+    ``last_error`` (so a look that can never succeed is told apart from a clean record)."""
 
     def __init__(
         self,
@@ -464,6 +465,7 @@ class Recorder:
         self.interval = interval
         self.snapshots: list[Snapshot] = []
         self.failures = 0
+        self.last_error = ""
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._run, name="invariants", daemon=True)
 
@@ -487,5 +489,6 @@ class Recorder:
     def _take(self) -> None:
         try:
             self.snapshots.append(self.look())
-        except Exception:  # a failed look is a gap in the record, not a verdict
+        except Exception as error:  # a failed look is a gap in the record, not a verdict
             self.failures += 1
+            self.last_error = f"{type(error).__name__}: {error}"

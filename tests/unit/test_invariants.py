@@ -215,3 +215,95 @@ def test_check_all_gathers_every_invariant() -> None:
     found = {b.invariant for b in check_all(snapshots, gc_window=40, taint_window=30)}
     assert found == {"orphaned-instance", "pod-not-running"}
     assert check_all([], gc_window=40, taint_window=30) == []
+
+
+# -- observing a cluster -------------------------------------------------------------------
+
+
+def test_observe_reads_the_cluster_and_the_provider() -> None:
+    from types import SimpleNamespace
+
+    from karpenter_conformance.fakekube import FakeKube
+    from karpenter_conformance.invariants import Recorder, observe
+
+    fake = FakeKube()
+    fake.put(
+        "/apis/karpenter.sh/v1/nodeclaims",
+        {
+            "metadata": {"name": "c1", "labels": {"karpenter.sh/nodepool": POOL}},
+            "status": {"providerID": "fake://i-1"},
+        },
+    )
+    fake.put(
+        "/apis/karpenter.sh/v1/nodepools",
+        {"metadata": {"name": POOL}, "spec": {"disruption": {"budgets": [{"nodes": "1"}]}}},
+    )
+    fake.put(
+        "/api/v1/nodes",
+        {
+            "metadata": {"name": "n1", "labels": {"karpenter.sh/nodepool": POOL}},
+            "spec": {
+                "providerID": "fake://i-1",
+                "taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}],
+            },
+        },
+    )
+    fake.put(
+        "/api/v1/namespaces/ns/pods",
+        {
+            "metadata": {"name": "p1", "labels": {"app": "web"}},
+            "spec": {"nodeName": "n1"},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        },
+    )
+    fake.put(
+        "/apis/policy/v1/namespaces/ns/poddisruptionbudgets",
+        {
+            "metadata": {"name": "web"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+            "status": {"expectedPods": 1},
+        },
+    )
+    instance = SimpleNamespace(
+        metadata=SimpleNamespace(name="c1", labels={"karpenter.sh/nodepool": POOL}),
+        status=SimpleNamespace(provider_id="fake://i-1"),
+    )
+    provider = SimpleNamespace(list=lambda: [instance])
+    api = fake.api_client()
+    try:
+        snapshot = observe(api, provider, ["ns"], nodepool=POOL, now=lambda: 7.0)
+        recorder = Recorder(lambda: observe(api, provider, ["ns"]), interval=0.05).start()
+        recorded = recorder.stop()
+    finally:
+        api.close()
+        fake.stop()
+    assert snapshot == Snapshot(
+        at=7.0,
+        instances={"fake://i-1": "c1"},
+        nodeclaims={"c1": claim("fake://i-1")},
+        nodes={"n1": node("fake://i-1", tainted=True)},
+        pods={
+            "ns/p1": PodView(
+                namespace="ns", labels={"app": "web"}, node="n1", phase="Running", healthy=True
+            )
+        },
+        pdbs=[
+            PDBView(
+                namespace="ns", name="web", match_labels={"app": "web"}, min_available=1, expected=1
+            )
+        ],
+        budgets={POOL: 1},
+    )
+    assert recorded and recorder.failures == 0, recorder.last_error
+
+
+def test_a_recorder_keeps_the_error_of_a_failed_look() -> None:
+    from karpenter_conformance.invariants import Recorder
+
+    def look() -> Snapshot:
+        raise TypeError("no such argument")
+
+    recorder = Recorder(look, interval=0.05).start()
+    assert recorder.stop() == []
+    assert recorder.failures >= 1
+    assert recorder.last_error == "TypeError: no such argument"
