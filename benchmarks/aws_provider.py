@@ -14,10 +14,11 @@ a fresh Python process per run, ``live`` runs its passes in one process against 
   the provider's ``get_instance_types`` (timed inside ``build_snapshot``), the rest of
   ``build_snapshot``, and ``schedule``; then the CLI itself as a subprocess (wall time,
   interpreter start and imports included).
-- ``live``: a moto ``ThreadedMotoServer`` in the worker process seeded by ``tests/aws_env.py``;
-  an EC2NodeClass resolved against it (``resolve_status``) and served to the provider in place
-  of the apiserver; an ``AWSCloudProvider`` built from boto3 clients for the server, in an
-  isolated VPC (packaged on-demand prices), spot prices read before the clock starts. Timed: the
+- ``live``: a moto ``ThreadedMotoServer`` in the worker process seeded by
+  ``karpenter_aws.moto_account``; an EC2NodeClass resolved against it (``resolve_status``) and
+  served to the provider in place of the apiserver; an ``AWSCloudProvider`` built from boto3
+  clients for the server, in an isolated VPC (packaged on-demand prices), spot prices read
+  before the clock starts. Timed: the
   first ``get_instance_types`` (DescribeInstanceTypes, DescribeInstanceTypeOfferings,
   DescribeAvailabilityZones over HTTP, then the build), a cached call, ``create`` of one
   NodeClaim on a fresh provider (launch templates, subnets and the EKS cluster read first), a
@@ -425,7 +426,7 @@ def _create_many(provider: Any, names: Sequence[str]) -> tuple[float, list[float
 
 def live_pass(endpoint_url: str, concurrent: int) -> dict[str, Any]:
     """One pass on a freshly seeded server with a fresh provider."""
-    from tests.aws_env import seed
+    from karpenter_aws.moto_account import seed
 
     env = seed(endpoint_url)
     resolve, node_class = _timed(lambda: _node_class(env))
@@ -470,8 +471,7 @@ def live_pass(endpoint_url: str, concurrent: int) -> dict[str, Any]:
 
 def measure_live(repeat: int, concurrent: int) -> list[dict[str, Any]]:
     """A warm-up pass, then ``repeat`` timed passes, all against one moto server."""
-    sys.path.insert(0, str(ROOT))
-    from tests.aws_env import FAKE_ENV, start_server
+    from karpenter_aws.moto_account import FAKE_ENV, start_server
 
     os.environ.update(FAKE_ENV)
     logging.getLogger("karpenter").setLevel(logging.WARNING)

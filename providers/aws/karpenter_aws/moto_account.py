@@ -1,10 +1,13 @@
-"""A seeded AWS account for tests: moto's server in the test process, reached over HTTP.
+"""A seeded AWS account on moto's server, for the conformance profile and the provider's tests.
 
 ``start_server()`` starts one ``ThreadedMotoServer`` on a free local port; ``seed(endpoint_url)``
 resets it and creates what a Karpenter cluster needs (VPC, subnets and a security group tagged
 for discovery, an EKS cluster, EKS-optimized and Bottlerocket images with their SSM parameters,
-the node IAM role, an interruption queue) and returns an ``AWSEnv`` describing it. moto and boto3 are imported
-lazily: importing them costs a second that tests not using AWS should not pay.
+the node IAM role, an interruption queue) and returns an ``AWSEnv`` describing it. moto's state
+lives in the process that runs the server, so images and AWS-owned SSM parameters are written
+into its backends directly. moto and boto3 are imported lazily: importing them costs a second
+that callers not using AWS should not pay. Needs ``moto[server]``
+(``pip install 'karpenter-aws[conformance]'``).
 """
 
 from __future__ import annotations
@@ -211,7 +214,8 @@ def reset(endpoint_url: str) -> None:
         response.read()
 
 
-def _backend(service: str, account_id: str, region: str) -> Any:
+def backend(service: str, account_id: str = ACCOUNT_ID, region: str = REGION) -> Any:
+    """moto's in-process backend of ``service`` for one account and region."""
     from moto.backends import get_backend
 
     return get_backend(service)[account_id][region]  # type: ignore[call-overload]
@@ -224,10 +228,10 @@ def put_service_parameter(
     from moto.core.utils import utcnow
     from moto.ssm.models import Parameter
 
-    parameters = _backend("ssm", account_id, region)._parameters
+    parameters = backend("ssm", account_id, region)._parameters
     versions = parameters[name]
     versions.append(
-        Parameter(
+        Parameter(  # type: ignore[abstract]
             account_id=account_id,
             name=name,
             value=value,
@@ -256,11 +260,11 @@ def register_image(
     from moto.ec2.models.amis import Ami
     from moto.ec2.utils import random_ami_id
 
-    backend = _backend("ec2", account_id, region)
+    ec2 = backend("ec2", account_id, region)
     ami_id = random_ami_id()
     amazon = owner_id is None
-    backend.amis[ami_id] = Ami(
-        backend,
+    ec2.amis[ami_id] = Ami(
+        ec2,
         ami_id,
         name=name,
         description=name,

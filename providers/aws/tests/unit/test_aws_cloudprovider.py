@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from karpenter_aws import moto_account
 from karpenter_aws.amis import AMIResolver
 from karpenter_aws.cloudprovider import (
     AWSCloudProvider,
@@ -26,6 +27,7 @@ from karpenter_aws.cloudprovider import (
     launch_tags,
     node_labels,
 )
+from karpenter_aws.moto_account import AWSEnv
 from karpenter_aws.nodeclass import (
     HASH_ANNOTATION,
     HASH_VERSION,
@@ -46,8 +48,6 @@ from karpenter_core.cloudprovider.types import (
     NodeClassNotReady,
     RepairPolicy,
 )
-from tests import aws_env
-from tests.aws_env import AWSEnv
 
 TYPES = ["m5.large", "c5.large", "m5.xlarge", "c5.xlarge", "m6g.large", "r5.large", "t3.micro"]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -553,7 +553,7 @@ def test_create_is_idempotent_per_nodeclaim(env: Env) -> None:
     assert env.fleets.count == 1
     assert again.status.provider_id == first.status.provider_id
     assert again.metadata.labels[wk.INSTANCE_TYPE] == first.metadata.labels[wk.INSTANCE_TYPE]
-    assert len(list(aws_env.instances(env.aws))) == 1
+    assert len(list(moto_account.instances(env.aws))) == 1
 
 
 def _lookup_names(lookups: Calls) -> list[str]:
@@ -605,7 +605,7 @@ def test_concurrent_creates_find_what_was_launched_before_a_crash(
     assert env.fleets.params[1]["TargetCapacitySpecification"]["TotalTargetCapacity"] == 5
     assert created[3].status.provider_id == launched.status.provider_id
     ids = {instance_id(c) for c in created}
-    assert len(ids) == 6 and len(list(aws_env.instances(env.aws))) == 6
+    assert len(ids) == 6 and len(list(moto_account.instances(env.aws))) == 6
     for name, found in zip(names, created, strict=True):
         assert tags_of(env.instance(instance_id(found)))["karpenter.sh/nodeclaim"] == name
 

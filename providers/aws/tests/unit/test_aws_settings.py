@@ -14,12 +14,12 @@ import pytest
 from click.testing import CliRunner
 
 from karpenter_aws.clients import SERVICES, AWSClients
+from karpenter_aws.moto_account import AWSEnv
 from karpenter_aws.pricing import pricing_api_region
 from karpenter_aws.settings import OPTIONS, AWSSettings, SettingsError
 from karpenter_core.cli.main import cli
 from karpenter_core.cloudprovider.types import CloudProviderError
 from karpenter_core.operator.settings import Settings
-from tests.aws_env import AWSEnv
 
 KARPENTER = Path(sys.executable).with_name("karpenter")
 AWS_CONFIG_ENV = (

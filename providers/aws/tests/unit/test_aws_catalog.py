@@ -14,7 +14,7 @@ from botocore.awsrequest import AWSResponse
 from click.testing import CliRunner
 
 from karpenter_aws import catalog as catalog_module
-from karpenter_aws import labels
+from karpenter_aws import labels, moto_account
 from karpenter_aws.catalog import (
     OFFLINE_SPOT_ESTIMATE,
     REFRESH_INTERVAL,
@@ -29,7 +29,6 @@ from karpenter_aws.unavailable import UnavailableOfferings
 from karpenter_core.apis import labels as wk
 from karpenter_core.cli.main import cli
 from karpenter_core.cloudprovider.types import InstanceType
-from tests import aws_env
 
 GIB = 2**30
 US_EAST_1_ZONES = {
@@ -294,7 +293,7 @@ def _failing(client: Any, operation: str, when: list[bool]) -> None:
     client.meta.events.register(f"before-call.ec2.{operation}", fail)
 
 
-def test_live_catalog_reads_ec2_and_refreshes_when_stale(aws: aws_env.AWSEnv) -> None:
+def test_live_catalog_reads_ec2_and_refreshes_when_stale(aws: moto_account.AWSEnv) -> None:
     clock = Clock()
     ec2 = aws.client("ec2")
     described = _ec2_calls(ec2, "DescribeInstanceTypes")
@@ -320,7 +319,7 @@ def test_live_catalog_reads_ec2_and_refreshes_when_stale(aws: aws_env.AWSEnv) ->
     assert catalog.zones()["us-east-1a"] == "use1-az6"
     assert len(types) > 1000
     m5 = _named(types, "m5.large")
-    assert m5.requirements[wk.TOPOLOGY_ZONE].values == frozenset(aws_env.ZONES)
+    assert m5.requirements[wk.TOPOLOGY_ZONE].values == frozenset(moto_account.ZONES)
     assert m5.requirements[labels.LABEL_TOPOLOGY_ZONE_ID].values == frozenset(
         s["AvailabilityZoneId"] for s in subnets
     )
@@ -342,7 +341,7 @@ def test_live_catalog_reads_ec2_and_refreshes_when_stale(aws: aws_env.AWSEnv) ->
         catalog.refresh()
 
 
-def test_a_slow_refresh_does_not_hold_up_callers_with_data(aws: aws_env.AWSEnv) -> None:
+def test_a_slow_refresh_does_not_hold_up_callers_with_data(aws: moto_account.AWSEnv) -> None:
     clock = Clock()
     ec2 = aws.client("ec2")
     catalog = InstanceTypeCatalog.live(
@@ -388,7 +387,7 @@ def test_cached_instance_types_are_bounded(monkeypatch: pytest.MonkeyPatch) -> N
     assert catalog.instance_types(_node_class(subnets, kubelet={"maxPods": 10})) is first
 
 
-def test_live_catalog_without_data_raises(aws: aws_env.AWSEnv) -> None:
+def test_live_catalog_without_data_raises(aws: moto_account.AWSEnv) -> None:
     ec2 = aws.client("ec2")
     _failing(ec2, "DescribeInstanceTypes", [True])
     catalog = InstanceTypeCatalog.live(

@@ -1,7 +1,7 @@
 """The AWS provider end to end: the controller launches EC2 instances in moto, the registrar
 plays their kubelets on KWOK, and pods run; interruption and AMI drift replace nodes.
 
-The moto server runs in the test process (``aws`` fixture, seeded by tests/aws_env.py); the
+The moto server runs in the test process (``aws`` fixture, seeded by tests/moto_account.py); the
 controller subprocess reaches it through ``AWS_ENDPOINT_URL``. The registrar runs in a test
 thread with its own ``AWSCloudProvider``, whose ``list()`` is all it uses.
 """
@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from karpenter_aws import moto_account
+from karpenter_aws.moto_account import AWSEnv
 from karpenter_conformance.cluster import crds
 from karpenter_conformance.registrar import Registrar, RegistrarThread
 from karpenter_conformance.waiting import wait_until
 from karpenter_core import rbac
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.operator.kube import KubeClient
-from tests import aws_env
-from tests.aws_env import AWSEnv
 from tests.integration import controller_harness as harness
 
 pytestmark = pytest.mark.integration
@@ -132,7 +132,7 @@ def nodeclass(name: str, aws: AWSEnv, ami_terms: list[dict[str, str]], **spec: A
         "spec": {
             "role": aws.node_role,
             "amiSelectorTerms": ami_terms,
-            "subnetSelectorTerms": [{"tags": {aws_env.DISCOVERY_TAG: aws.cluster_name}}],
+            "subnetSelectorTerms": [{"tags": {moto_account.DISCOVERY_TAG: aws.cluster_name}}],
             "securityGroupSelectorTerms": [{"id": default_security_group(aws)}],
             **spec,
         },
@@ -244,7 +244,7 @@ def instance_id(claim: Mapping[str, Any]) -> str:
 def live_instances(aws: AWSEnv) -> dict[str, dict[str, Any]]:
     """Instances not terminated, by id."""
     states = ("pending", "running", "stopping", "stopped", "shutting-down")
-    return {i["InstanceId"]: i for i in aws_env.instances(aws, states)}
+    return {i["InstanceId"]: i for i in moto_account.instances(aws, states)}
 
 
 def drift_decisions(controller: harness.Controller) -> float:
@@ -346,7 +346,9 @@ def test_spot_interruption_replaces_the_node_away_from_the_interrupted_offering(
         assert live_instances(aws)[old_id].get("InstanceLifecycle") == "spot"
 
         sqs = aws.client("sqs")
-        sqs.send_message(QueueUrl=aws.queue_url, MessageBody=aws_env.spot_interruption_body(old_id))
+        sqs.send_message(
+            QueueUrl=aws.queue_url, MessageBody=moto_account.spot_interruption_body(old_id)
+        )
 
         def replaced() -> dict | None:
             aws_controller.alive()

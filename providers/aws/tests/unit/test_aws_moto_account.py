@@ -7,13 +7,13 @@ import json
 import boto3
 import pytest
 
-from tests import aws_env
-from tests.aws_env import AWSEnv
+from karpenter_aws import moto_account
+from karpenter_aws.moto_account import AWSEnv
 
 
 def test_subnets_and_security_group_are_found_by_discovery_tag(aws: AWSEnv) -> None:
     ec2 = aws.client("ec2")
-    tag = [{"Name": f"tag:{aws_env.DISCOVERY_TAG}", "Values": [aws.cluster_name]}]
+    tag = [{"Name": f"tag:{moto_account.DISCOVERY_TAG}", "Values": [aws.cluster_name]}]
     subnets = ec2.describe_subnets(Filters=tag)["Subnets"]
     assert {s["AvailabilityZone"]: s["SubnetId"] for s in subnets} == aws.subnet_ids
     assert set(aws.subnet_ids) == {"us-east-1a", "us-east-1b", "us-east-1c"}
@@ -24,8 +24,8 @@ def test_subnets_and_security_group_are_found_by_discovery_tag(aws: AWSEnv) -> N
     ]
 
 
-@pytest.mark.parametrize("image", aws_env.IMAGES, ids=lambda image: image.key)
-def test_ssm_parameters_name_registered_images(aws: AWSEnv, image: aws_env.Image) -> None:
+@pytest.mark.parametrize("image", moto_account.IMAGES, ids=lambda image: image.key)
+def test_ssm_parameters_name_registered_images(aws: AWSEnv, image: moto_account.Image) -> None:
     parameter = aws.client("ssm").get_parameter(Name=image.ssm_parameter)["Parameter"]
     assert parameter["Value"] == aws.images[image.key]
     [described] = aws.client("ec2").describe_images(ImageIds=[parameter["Value"]])["Images"]
@@ -51,7 +51,7 @@ def test_alias_parameter_paths_follow_upstream_layout(aws: AWSEnv) -> None:
 
 
 def test_service_parameter_update_adds_a_version(aws: AWSEnv) -> None:
-    name = aws_env.IMAGES[0].ssm_parameter
+    name = moto_account.IMAGES[0].ssm_parameter
     newer = aws.register_image("amazon-eks-node-al2023-x86_64-standard-1.36-v20250701")
     aws.put_service_parameter(name, newer)
     parameter = aws.client("ssm").get_parameter(Name=name)["Parameter"]
@@ -88,7 +88,7 @@ def test_cluster_and_interruption_queue_exist(aws: AWSEnv) -> None:
     assert set(cluster["resourcesVpcConfig"]["subnetIds"]) == set(aws.subnet_ids.values())
     sqs = aws.client("sqs")
     assert sqs.get_queue_url(QueueName=aws.queue_name)["QueueUrl"] == aws.queue_url
-    sqs.send_message(QueueUrl=aws.queue_url, MessageBody=aws_env.spot_interruption_body("i-1"))
+    sqs.send_message(QueueUrl=aws.queue_url, MessageBody=moto_account.spot_interruption_body("i-1"))
     [message] = sqs.receive_message(QueueUrl=aws.queue_url)["Messages"]
     body = json.loads(message["Body"])
     assert (body["source"], body["detail-type"], body["detail"]["instance-id"]) == (
@@ -107,7 +107,7 @@ def test_default_boto3_clients_reach_only_the_server(aws: AWSEnv) -> None:
 def test_each_test_starts_from_a_reset_account(aws: AWSEnv) -> None:
     ec2 = aws.client("ec2")
     ec2.run_instances(ImageId=aws.images["al2023/x86_64/standard"], MinCount=1, MaxCount=1)
-    assert len(list(aws_env.instances(aws))) == 1
-    fresh = aws_env.seed(aws.endpoint_url)
-    assert list(aws_env.instances(fresh)) == []
+    assert len(list(moto_account.instances(aws))) == 1
+    fresh = moto_account.seed(aws.endpoint_url)
+    assert list(moto_account.instances(fresh)) == []
     assert fresh.subnet_ids != aws.subnet_ids

@@ -11,6 +11,7 @@ import pytest
 from karpenter_aws.amis import AMIResolutionError, AMIResolver, map_to_instance_types
 from karpenter_aws.instanceprofile import InstanceProfileError, InstanceProfiles
 from karpenter_aws.labels import LABEL_INSTANCE_ACCELERATOR_COUNT, LABEL_INSTANCE_GPU_COUNT
+from karpenter_aws.moto_account import DISCOVERY_TAG, AWSEnv
 from karpenter_aws.nodeclass import (
     EC2NodeClass,
     SecurityGroupSelectorTerm,
@@ -20,7 +21,6 @@ from karpenter_aws.securitygroups import resolve_security_groups
 from karpenter_aws.subnets import ZonalSubnets, resolve_subnets
 from karpenter_core.cloudprovider.types import InstanceType
 from karpenter_core.scheduling.requirements import Requirements
-from tests.aws_env import DISCOVERY_TAG, AWSEnv
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 ARCH = "kubernetes.io/arch"

@@ -38,6 +38,7 @@ from karpenter_aws.launchtemplates import (
     metadata_options,
     template_name,
 )
+from karpenter_aws.moto_account import AWSEnv
 from karpenter_aws.nodeclass import EC2NodeClass
 from karpenter_core.apis import labels as wk
 from karpenter_core.cloudprovider.types import (
@@ -49,7 +50,6 @@ from karpenter_core.cloudprovider.types import (
     Offering,
 )
 from karpenter_core.scheduling.requirements import Requirements
-from tests.aws_env import AWSEnv
 
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 CLUSTER_TAG = "kubernetes.io/cluster/test-cluster"

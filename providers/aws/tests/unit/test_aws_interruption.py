@@ -22,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kubernetes import client as k8s
 
+from karpenter_aws import moto_account
 from karpenter_aws.clients import AWSClients
 from karpenter_aws.interruption import (
     CORDON_AND_DRAIN,
@@ -48,7 +49,6 @@ from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import CloudProviderError
 from karpenter_core.operator.events import EventRecorder
 from karpenter_core.operator.metrics import REGISTRY
-from tests import aws_env
 
 INSTANCE = "i-0a1b2c3d4e5f60718"
 TIME = "2024-05-01T12:00:00Z"
@@ -499,7 +499,7 @@ class FakeCluster:
 
 
 def controller(
-    aws: aws_env.AWSEnv,
+    aws: moto_account.AWSEnv,
     queue: str,
     wait_seconds: int = 1,
     events: EventRecorder | None = None,
@@ -515,7 +515,7 @@ def controller(
     return InterruptionController(context, provider, wait_seconds=wait_seconds), provider
 
 
-def queue_depth(aws: aws_env.AWSEnv) -> tuple[int, int]:
+def queue_depth(aws: moto_account.AWSEnv) -> tuple[int, int]:
     """(visible, in flight) messages of the seeded queue."""
     attributes = aws.client("sqs").get_queue_attributes(
         QueueUrl=aws.queue_url,
@@ -553,7 +553,7 @@ def stopped(thread: threading.Thread, stop: threading.Event, within: float = 3.0
     return time.monotonic() - start
 
 
-def test_messages_needing_no_nodeclaim_are_deleted(aws: aws_env.AWSEnv) -> None:
+def test_messages_needing_no_nodeclaim_are_deleted(aws: moto_account.AWSEnv) -> None:
     sqs = aws.client("sqs")
     bodies = [
         "not json",
@@ -577,7 +577,7 @@ def test_messages_needing_no_nodeclaim_are_deleted(aws: aws_env.AWSEnv) -> None:
 
 
 def test_a_rebalance_recommendation_hands_its_events_to_the_recorder(
-    aws: aws_env.AWSEnv,
+    aws: moto_account.AWSEnv,
 ) -> None:
     """Events about the NodeClaim and its Node (with the Node's uid), nothing else; the same
     message again within the recorder's window publishes nothing new."""
@@ -623,7 +623,7 @@ def test_a_rebalance_recommendation_hands_its_events_to_the_recorder(
     assert provider.unavailable.seq == 0
 
 
-def test_a_queue_url_is_used_as_given(aws: aws_env.AWSEnv) -> None:
+def test_a_queue_url_is_used_as_given(aws: moto_account.AWSEnv) -> None:
     aws.client("sqs").send_message(QueueUrl=aws.queue_url, MessageBody=state_change("pending"))
     ctl, _ = controller(aws, aws.queue_url)
     thread, stop = running(ctl)
@@ -632,7 +632,7 @@ def test_a_queue_url_is_used_as_given(aws: aws_env.AWSEnv) -> None:
 
 
 def test_a_message_that_cannot_be_handled_stays_queued(
-    aws: aws_env.AWSEnv, caplog: pytest.LogCaptureFixture
+    aws: moto_account.AWSEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The apiserver is down: the spot warning is received but not deleted, so the queue
     hands it out again once the visibility timeout ends."""
@@ -647,7 +647,7 @@ def test_a_message_that_cannot_be_handled_stays_queued(
 
 
 def test_a_missing_queue_is_retried_not_fatal(
-    aws: aws_env.AWSEnv, caplog: pytest.LogCaptureFixture
+    aws: moto_account.AWSEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
     ctl, _ = controller(aws, "no-such-queue")
     with caplog.at_level(logging.ERROR):
@@ -663,7 +663,7 @@ def receiving(before: set[threading.Thread]) -> bool:
     return any(t.name == "interruption-receive" and t not in before for t in threading.enumerate())
 
 
-def test_stop_ends_a_production_long_poll_promptly(aws: aws_env.AWSEnv) -> None:
+def test_stop_ends_a_production_long_poll_promptly(aws: moto_account.AWSEnv) -> None:
     """With upstream's 20 s wait on an empty queue, stop ends run without waiting for the
     poll; the abandoned poll's thread is a daemon, so it cannot keep the process alive."""
     ctl, _ = controller(aws, aws.queue_name, wait_seconds=20)
@@ -675,7 +675,7 @@ def test_stop_ends_a_production_long_poll_promptly(aws: aws_env.AWSEnv) -> None:
     assert all(t.daemon for t in threading.enumerate() if t.name.startswith("interruption"))
 
 
-def test_a_message_ends_a_production_long_poll(aws: aws_env.AWSEnv) -> None:
+def test_a_message_ends_a_production_long_poll(aws: moto_account.AWSEnv) -> None:
     """A message sent while a 20 s poll waits is handled and deleted at once."""
     ctl, _ = controller(aws, aws.queue_name, wait_seconds=20)
     before = set(threading.enumerate())
@@ -687,7 +687,7 @@ def test_a_message_ends_a_production_long_poll(aws: aws_env.AWSEnv) -> None:
     stopped(thread, stop)
 
 
-def test_without_a_queue_run_returns_at_once(aws: aws_env.AWSEnv) -> None:
+def test_without_a_queue_run_returns_at_once(aws: moto_account.AWSEnv) -> None:
     ctl, _ = controller(aws, "")
     thread, stop = running(ctl)
     thread.join(1)
@@ -695,7 +695,7 @@ def test_without_a_queue_run_returns_at_once(aws: aws_env.AWSEnv) -> None:
     assert not stop.is_set()
 
 
-def test_the_controller_needs_a_cluster_and_an_event_recorder(aws: aws_env.AWSEnv) -> None:
+def test_the_controller_needs_a_cluster_and_an_event_recorder(aws: moto_account.AWSEnv) -> None:
     settings = AWSSettings(region=aws.region, interruption_queue=aws.queue_name)
     provider = Provider(settings, AWSClients(settings, {}), UnavailableOfferings())
     with pytest.raises(CloudProviderError, match="Kubernetes cluster"):

@@ -10,10 +10,10 @@ from botocore.exceptions import ClientError
 
 from karpenter_aws.amis import AMIResolver
 from karpenter_aws.instanceprofile import InstanceProfiles
+from karpenter_aws.moto_account import DISCOVERY_TAG, AWSEnv
 from karpenter_aws.nodeclass import EC2NodeClass
 from karpenter_aws.nodeclass_controller import kubernetes_minor_version, resolve_status
 from karpenter_core.cloudprovider.types import CloudProviderError
-from tests.aws_env import DISCOVERY_TAG, AWSEnv
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 CONDITIONS = (

@@ -12,6 +12,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 
+from karpenter_aws import moto_account
 from karpenter_aws.pricing import (
     PriceBook,
     on_demand_filters,
@@ -20,7 +21,6 @@ from karpenter_aws.pricing import (
     pricing_api_region,
     static_prices,
 )
-from tests import aws_env
 
 
 def _product(instance_type: str, usd: str, *, family: str = "Compute Instance") -> str:
@@ -153,7 +153,7 @@ def test_parse_spot_history_keeps_the_latest_record() -> None:
 def _pricing_client(pages: list[list[str]], calls: list[dict[str, Any]]) -> Any:
     """A pricing client whose GetProducts answers come from ``pages`` (per request, in order),
     injected with a botocore before-call hook; the request bodies are recorded in ``calls``."""
-    client = boto3.client("pricing", region_name="us-east-1", **aws_env.FAKE_CREDENTIALS)
+    client = boto3.client("pricing", region_name="us-east-1", **moto_account.FAKE_CREDENTIALS)
     position = {"page": 0}
 
     def answer(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
@@ -212,7 +212,7 @@ def test_isolated_vpc_never_calls_the_pricing_api() -> None:
     assert calls == []
 
 
-def test_pricing_api_unavailable_keeps_the_static_prices(aws: aws_env.AWSEnv) -> None:
+def test_pricing_api_unavailable_keeps_the_static_prices(aws: moto_account.AWSEnv) -> None:
     pricing = aws.client("pricing", config=Config(retries={"max_attempts": 1}))
     book = PriceBook("us-east-1")
     assert not book.refresh_on_demand(pricing)
@@ -220,7 +220,7 @@ def test_pricing_api_unavailable_keeps_the_static_prices(aws: aws_env.AWSEnv) ->
     assert book.seq == 0
 
 
-def test_refresh_spot_from_the_spot_price_history(aws: aws_env.AWSEnv) -> None:
+def test_refresh_spot_from_the_spot_price_history(aws: moto_account.AWSEnv) -> None:
     book = PriceBook("us-east-1")
     assert book.refresh_spot(aws.client("ec2"))
     assert not book.spot_estimated
@@ -232,7 +232,7 @@ def test_refresh_spot_from_the_spot_price_history(aws: aws_env.AWSEnv) -> None:
 
 
 def test_spot_history_failure_keeps_the_estimates(
-    aws: aws_env.AWSEnv, caplog: pytest.LogCaptureFixture
+    aws: moto_account.AWSEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
     ec2 = aws.client("ec2")
 
