@@ -1,9 +1,10 @@
 """The AWS provider's conformance profile: a moto server seeded as a cluster's account.
 
 ``start`` runs moto's server on a free local port (so a controller in another process reaches it
-through the ``aws-endpoint-url`` setting) with fake credentials in the environment, and seeds
-what a launch needs: a VPC, a subnet and a security group per zone tagged for discovery, and
-EKS-optimized AL2023 images with their SSM parameters. The fake cloud offers a handful of
+through the ``aws-endpoint-url`` setting) with fake credentials in the environment, and seeds it
+as ``karpenter_aws.moto_account`` does for the provider's tests (a VPC, a subnet and a security
+group per zone tagged for discovery, EKS-optimized images with their SSM parameters). The fake
+cloud offers a handful of
 instance types (moto knows ~1,400; listing them costs seconds per provider). EC2 has no fault
 injection, so ``insufficient_capacity`` takes the refused offerings out of CreateFleet requests
 in the server and reports them in the response's ``Errors``, as EC2 does. Needs ``moto[server]``
@@ -13,13 +14,12 @@ in the server and reports them in the response's ``Errors``, as EC2 does. Needs 
 from __future__ import annotations
 
 import copy
-import datetime
-import functools
 import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from karpenter_aws import moto_account
 from karpenter_aws.amis import AMIResolver
 from karpenter_aws.nodeclass import (
     HASH_ANNOTATION,
@@ -31,24 +31,12 @@ from karpenter_aws.nodeclass import (
 
 __all__ = ["AWSProfile"]
 
-REGION = "us-east-1"
-ACCOUNT_ID = "123456789012"
+REGION = moto_account.REGION
 CLUSTER_NAME = "conformance"
-KUBERNETES_VERSION = "1.36"
-ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 INSTANCE_TYPES = ("t3.micro", "m5.large", "c5.large", "m6g.large", "r5.large")
-DISCOVERY_TAG = "karpenter.sh/discovery"
-AMAZON_OWNER_ID = "137112412989"
+DISCOVERY_TAG = moto_account.DISCOVERY_TAG
 NODE_CLASS = "default"
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "AWS_CONFIG_FILE": "/dev/null",
-    "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-    "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
-}
+ENVIRONMENT = {**moto_account.FAKE_ENV, "MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}
 """Environment that keeps boto3 off real AWS (a controller in another process needs it too)."""
 
 Offering = tuple[str, str, str]
@@ -78,29 +66,25 @@ class AWSProfile:
 
     def start(self) -> None:
         """Start moto's server on a free port and seed the account."""
-        for name, value in CREDENTIALS.items():
+        for name, value in ENVIRONMENT.items():
             self._saved_env[name] = os.environ.get(name)
             os.environ[name] = value
         try:
-            from moto.server import ThreadedMotoServer
+            self._server, self.endpoint_url = moto_account.start_server()
         except ImportError as error:
             raise RuntimeError(
                 f"the AWS conformance profile runs moto's server ({error}): "
                 "pip install 'karpenter-aws[conformance]'"
             ) from None
-
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
-        self.endpoint_url = f"http://{host}:{port}"
         _patch_create_fleet_response()
         self.reset()
 
     def reset(self) -> None:
         """Drop everything and seed again."""
-        self._drop_all()
+        _REFUSED.pop(id(_ec2_backend()), None)
+        account = moto_account.seed(self.endpoint_url, cluster_name=CLUSTER_NAME)
         self._narrow(_ec2_backend())
-        self._status = self._seed()
+        self._status = self._status_of(account)
 
     def stop(self) -> None:
         """Drop everything (moto's state is per process), stop the server, restore the
@@ -116,14 +100,8 @@ class AWSProfile:
                 os.environ[name] = value
 
     def _drop_all(self) -> None:
-        import urllib.request
-
         _REFUSED.pop(id(_ec2_backend()), None)
-        request = urllib.request.Request(
-            f"{self.endpoint_url}/moto-api/reset", method="POST", data=b""
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:
-            response.read()
+        moto_account.reset(self.endpoint_url)
 
     # -- what the suite asks for -----------------------------------------------------------
 
@@ -172,7 +150,7 @@ class AWSProfile:
     # -- helpers ---------------------------------------------------------------------------
 
     def _client(self, service: str) -> Any:
-        return _session().client(service, endpoint_url=self.endpoint_url, region_name=REGION)
+        return moto_account.client(self.endpoint_url, service)
 
     def _narrow(self, backend: Any) -> None:
         """Offer only ``INSTANCE_TYPES`` (attributes of this backend object only)."""
@@ -195,45 +173,29 @@ class AWSProfile:
 
         backend.create_fleet = create_fleet
 
-    def _seed(self) -> dict[str, Any]:
-        ec2 = self._client("ec2")
-        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16", TagSpecifications=_tags("vpc"))["Vpc"]
-        subnets = []
-        for index, zone in enumerate(ZONES):
-            subnet = ec2.create_subnet(
-                VpcId=vpc["VpcId"],
-                CidrBlock=f"10.0.{index * 32}.0/19",
-                AvailabilityZone=zone,
-                TagSpecifications=_tags("subnet"),
-            )["Subnet"]
-            subnets.append(
-                {"id": subnet["SubnetId"], "zone": zone, "zoneID": subnet["AvailabilityZoneId"]}
-            )
-        group = ec2.create_security_group(
-            GroupName=f"{CLUSTER_NAME}-nodes",
-            Description="nodes",
-            VpcId=vpc["VpcId"],
-            TagSpecifications=_tags("security-group"),
-        )["GroupId"]
-        for arch in ("x86_64", "arm64"):
-            image_id = _register_image(
-                f"amazon-eks-node-al2023-{arch}-standard-{KUBERNETES_VERSION}-v20250601", arch
-            )
-            _put_service_parameter(
-                f"/aws/service/eks/optimized-ami/{KUBERNETES_VERSION}/amazon-linux-2023/{arch}/"
-                "standard/recommended/image_id",
-                image_id,
-            )
+    def _status_of(self, account: moto_account.AWSEnv) -> dict[str, Any]:
+        """The subnets and security group of the seeded account, as a NodeClass status."""
+        zone_ids = {
+            subnet["SubnetId"]: subnet["AvailabilityZoneId"]
+            for subnet in self._client("ec2").describe_subnets(SubnetIds=account.subnet_list)[
+                "Subnets"
+            ]
+        }
         return {
-            "subnets": subnets,
-            "securityGroups": [{"id": group, "name": f"{CLUSTER_NAME}-nodes"}],
+            "subnets": [
+                {"id": subnet_id, "zone": zone, "zoneID": zone_ids[subnet_id]}
+                for zone, subnet_id in sorted(account.subnet_ids.items())
+            ],
+            "securityGroups": [
+                {"id": account.security_group_id, "name": account.security_group_name}
+            ],
             "instanceProfile": f"{CLUSTER_NAME}_profile",
         }
 
     def _with_status(self, manifest: dict[str, Any], ready: bool) -> dict[str, Any]:
         node_class = EC2NodeClass.from_manifest(manifest)
         amis = AMIResolver(self._client("ec2"), self._client("ssm")).resolve(
-            node_class, KUBERNETES_VERSION
+            node_class, moto_account.KUBERNETES_VERSION
         )
         generation = manifest["metadata"].get("generation", 1)
         manifest["status"] = {
@@ -257,75 +219,8 @@ class AWSProfile:
         return manifest
 
 
-@functools.cache
-def _session() -> Any:
-    import boto3
-
-    return boto3.session.Session(
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        aws_session_token="testing",
-    )
-
-
 def _ec2_backend() -> Any:
-    from moto.backends import get_backend
-
-    return get_backend("ec2")[ACCOUNT_ID][REGION]
-
-
-def _tags(resource: str) -> list[dict[str, Any]]:
-    return [{"ResourceType": resource, "Tags": [{"Key": DISCOVERY_TAG, "Value": CLUSTER_NAME}]}]
-
-
-def _register_image(name: str, architecture: str) -> str:
-    """An available Amazon-owned image (``RegisterImage`` in moto sets no architecture)."""
-    from moto.ec2.models.amis import Ami
-    from moto.ec2.utils import random_ami_id
-
-    backend = _ec2_backend()
-    ami_id = random_ami_id()
-    backend.amis[ami_id] = Ami(
-        backend,
-        ami_id,
-        name=name,
-        description=name,
-        owner_id=AMAZON_OWNER_ID,
-        owner_alias="amazon",
-        public=True,
-        virtualization_type="hvm",
-        architecture=architecture,
-        creation_date=datetime.datetime(2025, 6, 1, tzinfo=datetime.UTC),
-        root_device_type="ebs",
-        root_device_name="/dev/xvda",
-        region_name=f"{REGION}a",
-        tags={},
-    )
-    return ami_id
-
-
-def _put_service_parameter(name: str, value: str) -> None:
-    """An AWS-owned SSM parameter (``/aws/service/...`` is refused through the API)."""
-    from moto.backends import get_backend
-    from moto.core.utils import utcnow
-    from moto.ssm.models import Parameter
-
-    parameters = get_backend("ssm")[ACCOUNT_ID][REGION]._parameters
-    parameters[name].append(
-        Parameter(  # type: ignore[abstract]
-            account_id=ACCOUNT_ID,
-            name=name,
-            value=value,
-            parameter_type="String",
-            description=None,
-            allowed_pattern=None,
-            keyid=None,
-            last_modified_date=utcnow(),
-            version=1,
-            data_type="aws:ec2:image",
-        )
-    )
+    return moto_account.backend("ec2")
 
 
 def _create_fleet_without(
