@@ -151,6 +151,17 @@ def test_a_core_check_cannot_be_skipped() -> None:
     assert not report.ok
 
 
+def test_the_suite_ignores_the_project_it_is_run_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither the current directory's pytest settings nor its conftest.py reach the suite."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = --no-such-option\n")
+    (tmp_path / "conftest.py").write_text("import no_such_module_anywhere\n")
+    monkeypatch.chdir(tmp_path)
+    report = run(discover().provider("kwok"), "record")
+    assert outcomes(report) == {"record": ("passed", "")}, report
+
+
 def test_kwok_insufficient_capacity_file(tmp_path: Path) -> None:
     faults = tmp_path / "faults"
     provider = KWOKCloudProvider.from_context(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -95,7 +97,14 @@ def run(record: ProviderRecord, select: str | None = None, *extra: str) -> Repor
     ``UnsupportedRecordVersion`` before anything runs."""
     check_record_version(record)
     collector = _Collector(record)
-    args = ["--pyargs", SUITE, "-p", "no:cacheprovider", "-qq", "--tb=no", *extra]
+    # The suite's own directory is the root, with no configuration file and no conftest.py
+    # (the suite's fixtures come from its plugin): the project the command is run from plays
+    # no part.
+    here = str(Path(__file__).parent)
+    args = [
+        *("--pyargs", SUITE, "-c", os.devnull, "--rootdir", here, "--noconftest"),
+        *("-p", "no:cacheprovider", "-qq", "--tb=no", *extra),
+    ]
     if select:
         args += ["-k", select.replace("-", "_")]
     started = time.monotonic()
