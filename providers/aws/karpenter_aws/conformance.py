@@ -2,13 +2,15 @@
 
 ``start`` runs moto's server on a free local port (so a controller in another process reaches it
 through the ``aws-endpoint-url`` setting) with fake credentials in the environment, and seeds it
-as ``karpenter_aws.moto_account`` does for the provider's tests (a VPC, a subnet and a security
-group per zone tagged for discovery, EKS-optimized images with their SSM parameters). The fake
-cloud offers a handful of
+as ``karpenter_aws.moto_account`` does for the provider's tests (a VPC, a subnet per zone tagged
+for discovery, EKS-optimized and Bottlerocket images with their SSM parameters, the node IAM role
+the EC2NodeClass controller makes an instance profile for). The fake cloud offers a handful of
 instance types (moto knows ~1,400; listing them costs seconds per provider). EC2 has no fault
 injection, so ``insufficient_capacity`` takes the refused offerings out of CreateFleet requests
-in the server and reports them in the response's ``Errors``, as EC2 does. Needs ``moto[server]``
-(``pip install 'karpenter-aws[conformance]'``).
+in the server and reports them in the response's ``Errors``, as EC2 does. moto's CreateFleet puts
+every instance in its VPC's default security group whatever the launch template says, so the
+NodeClass selects that group (any other would read as security group drift). Needs
+``moto[server]`` (``pip install 'karpenter-aws[conformance]'``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any, Literal
 
 from karpenter_aws import moto_account
 from karpenter_aws.amis import AMIResolver
+from karpenter_aws.instances import provider_id
+from karpenter_aws.labels import TAG_NAME, TAG_NODECLASS, cluster_tag
 from karpenter_aws.nodeclass import (
     HASH_ANNOTATION,
     HASH_VERSION,
@@ -34,8 +38,22 @@ __all__ = ["AWSProfile"]
 REGION = moto_account.REGION
 CLUSTER_NAME = "conformance"
 INSTANCE_TYPES = ("t3.micro", "m5.large", "c5.large", "m6g.large", "r5.large")
+SPOT_PRICES = {
+    "t3.micro": "0.0031",
+    "m5.large": "0.0370",
+    "c5.large": "0.0330",
+    "m6g.large": "0.0290",
+    "r5.large": "0.0480",
+}
+"""Hourly spot prices DescribeSpotPriceHistory reports (moto answers 0.00001 for every type,
+which would leave the cheapest offering to a tie-break by name)."""
 DISCOVERY_TAG = moto_account.DISCOVERY_TAG
 NODE_CLASS = "default"
+AMI_ALIAS = "al2023@latest"
+DRIFTED_AMI_ALIAS = "bottlerocket@latest"
+"""``drifted`` moves the NodeClass to the other seeded image family."""
+UNMANAGED_INSTANCE = ("t3.micro", "al2023/x86_64/standard")
+"""Instance type and seeded image of ``launch_unmanaged``."""
 ENVIRONMENT = {**moto_account.FAKE_ENV, "MOTO_EC2_LOAD_DEFAULT_AMIS": "false"}
 """Environment that keeps boto3 off real AWS (a controller in another process needs it too)."""
 
@@ -52,15 +70,14 @@ class AWSProfile:
     """A seeded moto server; faults are offerings CreateFleet refuses."""
 
     nodes_via: Literal["registrar", "native"] = "registrar"
-    unsupported: Mapping[str, str] = {
-        "launch_unmanaged": "not provided yet: the cluster level is where it is used",
-    }
+    unsupported: Mapping[str, str] = {}
 
     def __init__(self) -> None:
         self._server: Any = None
         self.endpoint_url = ""
         self._saved_env: dict[str, str | None] = {}
         self._status: dict[str, Any] = {}
+        self._account: moto_account.AWSEnv | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -76,15 +93,15 @@ class AWSProfile:
                 f"the AWS conformance profile runs moto's server ({error}): "
                 "pip install 'karpenter-aws[conformance]'"
             ) from None
-        _patch_create_fleet_response()
+        _patch_responses()
         self.reset()
 
     def reset(self) -> None:
         """Drop everything and seed again."""
         _REFUSED.pop(id(_ec2_backend()), None)
-        account = moto_account.seed(self.endpoint_url, cluster_name=CLUSTER_NAME)
+        self._account = moto_account.seed(self.endpoint_url, cluster_name=CLUSTER_NAME)
         self._narrow(_ec2_backend())
-        self._status = self._status_of(account)
+        self._status = self._status_of(self._account)
 
     def stop(self) -> None:
         """Drop everything (moto's state is per process), stop the server, restore the
@@ -120,34 +137,73 @@ class AWSProfile:
         }
 
     def node_class(self, ready: bool = True) -> dict[str, Any]:
-        """The default EC2NodeClass with the status its controller would write."""
+        """The default EC2NodeClass, with the seeded node role, subnets found by their discovery
+        tag and the VPC's default security group, and the status its controller would write."""
         manifest: dict[str, Any] = {
             "apiVersion": "karpenter.k8s.aws/v1",
             "kind": "EC2NodeClass",
             "metadata": {"name": NODE_CLASS, "generation": 1},
             "spec": {
-                "role": "KarpenterNodeRole",
+                "role": self._seeded.node_role,
                 "subnetSelectorTerms": [{"tags": {DISCOVERY_TAG: CLUSTER_NAME}}],
-                "securityGroupSelectorTerms": [{"tags": {DISCOVERY_TAG: CLUSTER_NAME}}],
-                "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                "tags": {"conformance": "v1"},
+                "securityGroupSelectorTerms": [
+                    {"id": group["id"]} for group in self._status["securityGroups"]
+                ],
+                "amiSelectorTerms": [{"alias": AMI_ALIAS}],
             },
         }
         return self._with_status(manifest, ready)
 
     def drifted(self, node_class: dict[str, Any]) -> dict[str, Any]:
-        """``node_class`` with other tags (its hash changes)."""
+        """``node_class`` selecting the other seeded image family: its instances' AMI and the
+        NodeClass's hash both change."""
         changed = copy.deepcopy(node_class)
-        changed["spec"]["tags"] = {"conformance": "v2"}
+        changed["spec"]["amiSelectorTerms"] = [{"alias": DRIFTED_AMI_ALIAS}]
         changed["metadata"]["generation"] = changed["metadata"].get("generation", 1) + 1
-        ready = changed["status"]["conditions"][0]["status"] == "True"
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (changed.get("status") or {}).get("conditions") or ()
+        )
         return self._with_status(changed, ready)
+
+    def launch_unmanaged(self, tags: Mapping[str, str]) -> str:
+        """A running instance in the first seeded subnet, tagged with ``tags`` and as owned by
+        the cluster (what the provider's ``list()`` reports), launched with RunInstances."""
+        account = self._seeded
+        instance_type, image = UNMANAGED_INSTANCE
+        owned = {
+            **tags,
+            cluster_tag(CLUSTER_NAME): "owned",
+            TAG_NODECLASS: NODE_CLASS,
+            TAG_NAME: "conformance-unmanaged",
+        }
+        [instance] = self._client("ec2").run_instances(
+            ImageId=account.images[image],
+            InstanceType=instance_type,
+            MinCount=1,
+            MaxCount=1,
+            SubnetId=account.subnet_list[0],
+            SecurityGroupIds=[g["id"] for g in self._status["securityGroups"]],
+            TagSpecifications=[
+                {
+                    "ResourceType": "instance",
+                    "Tags": [{"Key": k, "Value": v} for k, v in owned.items()],
+                }
+            ],
+        )["Instances"]
+        return provider_id(instance["Placement"]["AvailabilityZone"], instance["InstanceId"])
 
     def insufficient_capacity(self, instance_type: str, zone: str, capacity_type: str) -> None:
         """CreateFleet leaves this offering out and names it in ``Errors``."""
         _REFUSED.setdefault(id(_ec2_backend()), set()).add((instance_type, zone, capacity_type))
 
     # -- helpers ---------------------------------------------------------------------------
+
+    @property
+    def _seeded(self) -> moto_account.AWSEnv:
+        if self._account is None:
+            raise RuntimeError("the AWS conformance profile is not started (call start())")
+        return self._account
 
     def _client(self, service: str) -> Any:
         return moto_account.client(self.endpoint_url, service)
@@ -174,21 +230,25 @@ class AWSProfile:
         backend.create_fleet = create_fleet
 
     def _status_of(self, account: moto_account.AWSEnv) -> dict[str, Any]:
-        """The subnets and security group of the seeded account, as a NodeClass status."""
+        """The subnets and the VPC's default security group of the seeded account, as a
+        NodeClass status."""
+        ec2 = self._client("ec2")
         zone_ids = {
             subnet["SubnetId"]: subnet["AvailabilityZoneId"]
-            for subnet in self._client("ec2").describe_subnets(SubnetIds=account.subnet_list)[
-                "Subnets"
-            ]
+            for subnet in ec2.describe_subnets(SubnetIds=account.subnet_list)["Subnets"]
         }
+        [default] = ec2.describe_security_groups(
+            Filters=[
+                {"Name": "vpc-id", "Values": [account.vpc_id]},
+                {"Name": "group-name", "Values": ["default"]},
+            ]
+        )["SecurityGroups"]
         return {
             "subnets": [
                 {"id": subnet_id, "zone": zone, "zoneID": zone_ids[subnet_id]}
                 for zone, subnet_id in sorted(account.subnet_ids.items())
             ],
-            "securityGroups": [
-                {"id": account.security_group_id, "name": account.security_group_name}
-            ],
+            "securityGroups": [{"id": default["GroupId"], "name": default["GroupName"]}],
             "instanceProfile": f"{CLUSTER_NAME}_profile",
         }
 
@@ -258,15 +318,27 @@ def _create_fleet_without(
     return fleet
 
 
-def _patch_create_fleet_response() -> None:
-    """CreateFleet answers name the refused overrides in ``Errors`` (once per process)."""
+def _patch_responses() -> None:
+    """Once per process: CreateFleet answers name the refused overrides in ``Errors``;
+    DescribeSpotPriceHistory answers ``SPOT_PRICES``."""
     from moto.core.responses import ActionResult
     from moto.ec2.responses.fleets import Fleets
+    from moto.ec2.responses.spot_instances import SpotInstances
 
     with _PATCH_LOCK:
         if _patched:
             return
         original = Fleets.create_fleet
+        original_history = SpotInstances.describe_spot_price_history
+
+        def describe_spot_price_history(self: Any) -> Any:
+            result = original_history(self)
+            answer: dict[str, Any] = result.result  # type: ignore[assignment]
+            history = [
+                {**row, "SpotPrice": SPOT_PRICES.get(row["InstanceType"], row["SpotPrice"])}
+                for row in answer["SpotPriceHistory"]
+            ]
+            return ActionResult({**answer, "SpotPriceHistory": history})
 
         def create_fleet(self: Any) -> Any:
             result = original(self)
@@ -287,4 +359,5 @@ def _patch_create_fleet_response() -> None:
             return ActionResult({**answer, "Errors": errors})
 
         Fleets.create_fleet = create_fleet  # type: ignore[method-assign]
-        _patched.append(original)
+        SpotInstances.describe_spot_price_history = describe_spot_price_history  # type: ignore[method-assign]
+        _patched.extend((original, original_history))
