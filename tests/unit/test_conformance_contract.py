@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from karpenter_conformance.suite.runner import Report, run
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cli import main as cli_main
-from karpenter_core.cloudprovider.plugin import ProviderContext, ProviderRecord
+from karpenter_core.cloudprovider.plugin import ProviderRecord
 from karpenter_core.cloudprovider.registry import discover
 from karpenter_core.cloudprovider.types import (
     InstanceType,
@@ -160,20 +160,6 @@ def test_the_suite_ignores_the_project_it_is_run_from(
     monkeypatch.chdir(tmp_path)
     report = run(discover().provider("kwok"), "record")
     assert outcomes(report) == {"record": ("passed", "")}, report
-
-
-def test_kwok_insufficient_capacity_file(tmp_path: Path) -> None:
-    faults = tmp_path / "faults"
-    provider = KWOKCloudProvider.from_context(
-        ProviderContext(settings={"insufficient-capacity-file": str(faults)})
-    )
-    assert all(o.available for t in provider.get_instance_types(None) for o in t.offerings)  # type: ignore[arg-type]
-    faults.write_text("c-1x-amd64-linux test-zone-a\n")
-    with pytest.raises(Exception, match=r"faults:1: expected '<instance-type> <zone>"):
-        provider._faults.refuses(("c-1x-amd64-linux", "test-zone-a", "spot"))
-    faults.write_text("# comment\nc-1x-amd64-linux test-zone-a spot\n")
-    assert provider._faults.refuses(("c-1x-amd64-linux", "test-zone-a", "spot"))
-    assert not provider._faults.refuses(("c-1x-amd64-linux", "test-zone-b", "spot"))
 
 
 # -- the command line ---------------------------------------------------------------------------

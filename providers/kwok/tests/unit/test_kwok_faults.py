@@ -1,5 +1,5 @@
-"""The KWOK provider's cloud-errors file: listed operations fail as throttled, and only while
-listed."""
+"""The KWOK provider's fault files: listed operations fail as throttled, and only while listed;
+listed offerings are refused for lack of capacity."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import CloudProviderError, NodeClaimNotFound
 from karpenter_kwok.cloudprovider import KWOKCloudProvider
-from karpenter_kwok.faults import CloudErrorsFile
+from karpenter_kwok.faults import CloudErrorsFile, InsufficientCapacityFile
 
 
 def _write(path: Path, text: str) -> None:
@@ -50,3 +51,25 @@ def test_a_bad_line_names_the_file_and_line(tmp_path: Path) -> None:
     path.write_text("create\nlaunch\n", encoding="utf-8")
     with pytest.raises(CloudProviderError, match=rf"{path}:2: expected one of create, .*'launch'"):
         CloudErrorsFile(str(path)).check("create")
+
+
+def test_the_insufficient_capacity_file_lists_offerings(tmp_path: Path) -> None:
+    path = tmp_path / "faults"
+    provider = KWOKCloudProvider.from_context(
+        ProviderContext(settings={"insufficient-capacity-file": str(path)})
+    )
+    ref = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
+    nodepool = NodePool.from_manifest(
+        {
+            "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"nodeClassRef": ref, "requirements": []}}},
+        }
+    )
+    assert all(o.available for t in provider.get_instance_types(nodepool) for o in t.offerings)
+    faults = InsufficientCapacityFile(str(path))
+    _write(path, "c-1x-amd64-linux test-zone-a\n")
+    with pytest.raises(CloudProviderError, match=rf"{path}:1: expected '<instance-type> <zone>"):
+        faults.refuses(("c-1x-amd64-linux", "test-zone-a", "spot"))
+    _write(path, "# comment\nc-1x-amd64-linux test-zone-a spot\n")
+    assert faults.refuses(("c-1x-amd64-linux", "test-zone-a", "spot"))
+    assert not faults.refuses(("c-1x-amd64-linux", "test-zone-b", "spot"))
