@@ -15,20 +15,19 @@ from typing import TYPE_CHECKING, Any
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.duration import parse_nillable_duration
 from karpenter_core.apis.v1.nodeclaim import CONDITION_CONSOLIDATABLE, CONDITION_INITIALIZED
+from karpenter_core.controllers.nodeclaim.pod_event_loop import PodEventLoop
 from karpenter_core.controllers.objects import (
     nodeclaim_path,
     set_condition,
     status_condition,
     status_true,
 )
-from karpenter_core.controllers.runtime import LoopController
 from karpenter_core.controllers.writes import patch_status
 from karpenter_core.operator.kube import NotFound
 
 if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodeclaim import NodeClaim
     from karpenter_core.apis.v1.nodepool import NodePool
-    from karpenter_core.controllers.context import Context
 
 __all__ = ["ConsolidatableController", "consolidatable_at", "consolidate_after"]
 
@@ -59,38 +58,26 @@ def _without_condition(status: dict[str, Any]) -> None:
     ]
 
 
-class ConsolidatableController(LoopController):
+class ConsolidatableController(PodEventLoop):
     """Sets or clears every NodeClaim's Consolidatable condition as its timer runs out."""
 
     name = "nodeclaim.consolidatable"
 
-    def __init__(self, context: Context, period: float = 1.0) -> None:
-        super().__init__(None)
-        self.context = context
-        self.period = period
-
-    def reconcile(self) -> None:
-        """Write the NodeClaims whose condition is not what their timer says."""
-        state = self.context.state
-        now = self.context.now()
-        after = {
-            nodepool.metadata.name: consolidate_after(nodepool) for nodepool in state.nodepools()
-        }
-        for nodeclaim in state.nodeclaims():
-            if nodeclaim.metadata.deletion_timestamp is not None:
-                continue
-            node_name = nodeclaim.status.node_name
-            seen = state.last_pod_event(node_name) if node_name else None
-            due = consolidatable_at(
-                nodeclaim,
-                after.get(nodeclaim.metadata.labels.get(wk.NODEPOOL, "")),
-                datetime.fromtimestamp(seen, UTC) if seen else None,
-            )
-            wanted = due is not None and now >= due
-            if wanted and not status_true(nodeclaim, CONDITION_CONSOLIDATABLE):
-                self._write(nodeclaim, consolidatable=True)
-            elif not wanted and status_condition(nodeclaim, CONDITION_CONSOLIDATABLE) is not None:
-                self._write(nodeclaim, consolidatable=False)
+    def reconcile_nodeclaim(
+        self, nodeclaim: NodeClaim, last_pod_event: float | None, now: datetime
+    ) -> None:
+        """Write the NodeClaim if its condition is not what its timer says."""
+        nodepool = self.context.state.nodepool(nodeclaim.metadata.labels.get(wk.NODEPOOL, ""))
+        due = consolidatable_at(
+            nodeclaim,
+            consolidate_after(nodepool),
+            datetime.fromtimestamp(last_pod_event, UTC) if last_pod_event else None,
+        )
+        wanted = due is not None and now >= due
+        if wanted and not status_true(nodeclaim, CONDITION_CONSOLIDATABLE):
+            self._write(nodeclaim, consolidatable=True)
+        elif not wanted and status_condition(nodeclaim, CONDITION_CONSOLIDATABLE) is not None:
+            self._write(nodeclaim, consolidatable=False)
 
     def _write(self, nodeclaim: NodeClaim, consolidatable: bool) -> None:
         context = self.context

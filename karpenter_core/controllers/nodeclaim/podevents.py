@@ -13,13 +13,12 @@ import contextlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from karpenter_core.controllers.nodeclaim.pod_event_loop import PodEventLoop
 from karpenter_core.controllers.objects import format_time, nodeclaim_path
-from karpenter_core.controllers.runtime import LoopController
 from karpenter_core.operator.kube import NotFound
 
 if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodeclaim import NodeClaim
-    from karpenter_core.controllers.context import Context
 
 __all__ = ["DEDUPE_WINDOW", "PodEventsController", "pod_event_update"]
 
@@ -46,29 +45,18 @@ def pod_event_update(
     return moment
 
 
-class PodEventsController(LoopController):
+class PodEventsController(PodEventLoop):
     """Writes each NodeClaim's ``status.lastPodEventTime`` from the cluster state."""
 
     name = "nodeclaim.podevents"
 
-    def __init__(self, context: Context, period: float = 1.0) -> None:
-        super().__init__(None)
-        self.context = context
-        self.period = period
-
-    def reconcile(self) -> None:
-        """Write every registered NodeClaim whose node saw a newer pod event."""
-        state = self.context.state
-        now = self.context.now()
-        for nodeclaim in state.nodeclaims():
-            node_name = nodeclaim.status.node_name
-            if not node_name or nodeclaim.metadata.deletion_timestamp is not None:
-                continue
-            moment = pod_event_update(
-                nodeclaim.status.last_pod_event_time, state.last_pod_event(node_name), now
-            )
-            if moment is not None:
-                self._write(nodeclaim, moment)
+    def reconcile_nodeclaim(
+        self, nodeclaim: NodeClaim, last_pod_event: float | None, now: datetime
+    ) -> None:
+        """Write the NodeClaim if its node saw a newer pod event."""
+        moment = pod_event_update(nodeclaim.status.last_pod_event_time, last_pod_event, now)
+        if moment is not None:
+            self._write(nodeclaim, moment)
 
     def _write(self, nodeclaim: NodeClaim, moment: datetime) -> None:
         """A merge patch of the one field on the status subresource: it cannot undo another
