@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from karpenter_core.apis import labels
+from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import InstanceType
 from karpenter_kwok.catalog import CatalogError, generic_catalog, parse_catalog
@@ -25,6 +26,25 @@ MIB = 2**20
 @pytest.fixture(scope="module")
 def catalog() -> dict[str, InstanceType]:
     return {it.name: it for it in load_instance_types(None)}
+
+
+KWOK_NODEPOOL = NodePool.from_manifest(
+    {
+        "metadata": {"name": "default"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.kwok.sh",
+                        "kind": "KWOKNodeClass",
+                        "name": "default",
+                    },
+                    "requirements": [],
+                }
+            }
+        },
+    }
+)
 
 
 def _prices(it: InstanceType) -> dict[str, set[float]]:
@@ -109,7 +129,10 @@ def test_labels(catalog: dict[str, InstanceType]) -> None:
 
 def test_instance_types_are_built_once(catalog: dict[str, InstanceType]) -> None:
     provider = KWOKCloudProvider.from_context(ProviderContext())
-    first, second = provider.get_instance_types(None), provider.get_instance_types(None)  # type: ignore[arg-type]
+    first, second = (
+        provider.get_instance_types(KWOK_NODEPOOL),
+        provider.get_instance_types(KWOK_NODEPOOL),
+    )
     assert first == second
     assert all(a is b for a, b in zip(first, second, strict=True))
 
@@ -155,7 +178,7 @@ def _write(tmp_path: Path, data: object) -> Path:
 def test_a_file_replaces_the_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INSTANCE_TYPES_FILE_PATH", str(_write(tmp_path, [_entry()])))
     provider = KWOKCloudProvider.from_context(ProviderContext())
-    (it,) = provider.get_instance_types(None)  # type: ignore[arg-type]
+    (it,) = provider.get_instance_types(KWOK_NODEPOOL)
     assert it.name == "m5.large"
     assert it.capacity == {
         "cpu": 2000,
@@ -180,7 +203,7 @@ def test_the_setting_wins_over_the_environment(
     path = _write(tmp_path, [_entry(name="custom")])
     context = ProviderContext(settings={"instance-types-file-path": str(path)})
     provider = KWOKCloudProvider.from_context(context)
-    assert [it.name for it in provider.get_instance_types(None)] == ["custom"]  # type: ignore[arg-type]
+    assert [it.name for it in provider.get_instance_types(KWOK_NODEPOOL)] == ["custom"]
 
 
 def test_the_generated_matrix_round_trips_through_a_file(
