@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from karpenter_conformance.suite.runner import run
-from karpenter_core.cloudprovider.registry import discover
+from karpenter_conformance.suite.pinned import run_pinned_cluster_level
 
 pytestmark = pytest.mark.integration
 
@@ -28,23 +27,5 @@ CLUSTER_CHECKS = {
 
 
 def test_aws_passes_the_cluster_level(kube_cluster: Any) -> None:
-    report = run(
-        discover().provider("aws"),
-        None,
-        "--cluster",
-        "--cluster-backend",
-        "external",
-        "--kubeconfig",
-        str(kube_cluster.kubeconfig),
-        "-m",
-        "integration",
-    )
-    for result in report.results:
-        print(f"{result.name:<40} {result.outcome:<8} {result.seconds:6.1f}s {result.message}")
-    print(f"aws: cluster level in {report.seconds:.1f}s")
-    failed = [f"{r.name}: {r.message}" for r in report.results if r.outcome == "failed"]
-    assert not failed, "\n".join(failed)
-    skipped = {r.name for r in report.results if r.outcome == "skipped"}
-    assert skipped <= SKIPS, f"AWS's skip list grew: {sorted(skipped - SKIPS)}"
-    assert report.ok
+    report = run_pinned_cluster_level("aws", kube_cluster.kubeconfig, SKIPS)
     assert {r.name for r in report.results} == CLUSTER_CHECKS
