@@ -18,13 +18,9 @@ import pytest
 from karpenter_conformance.fakekube import FakeKube
 from karpenter_conformance.waiting import wait_until
 from karpenter_core.apis import labels as wk
-from karpenter_core.controllers import Context
-from karpenter_core.controllers.disruption import DisruptionController
+from karpenter_core.controllers import build_controllers
 from karpenter_core.controllers.garbage_collection import GarbageCollector
-from karpenter_core.controllers.nodeclaim.lifecycle import LifecycleController
-from karpenter_core.controllers.nodepool import NodePoolController
-from karpenter_core.controllers.provisioning import Provisioner
-from karpenter_core.controllers.termination import TerminationController
+from karpenter_core.controllers.runtime import LoopController
 from karpenter_core.operator.kube import KubeClient
 from karpenter_core.operator.operator import Controller, Operator
 from karpenter_core.operator.settings import Settings
@@ -40,24 +36,15 @@ TIMEOUT = 20.0
 
 
 def _controllers(operator: Operator) -> list[Controller]:
-    """The controllers the scenarios need, with timers in tenths of seconds."""
-    context = Context(
-        settings=operator.settings,
-        client=operator.kube,
-        state=operator.state,
-        provider=operator.provider,
-        events=operator.events,
-    )
-    provisioner = Provisioner(context)
-    context.trigger_provisioning = provisioner.batcher.trigger
-    return [
-        provisioner,
-        LifecycleController(context, period=0.1),
-        NodePoolController(context),
-        TerminationController(context, period=0.1),
-        GarbageCollector(context, period=0.2, grace=0.5),
-        DisruptionController(context),
-    ]
+    """Every controller the operator runs, with loop periods of at most a tenth of a second and
+    half a second of grace for garbage collection."""
+    controllers = build_controllers(operator)
+    for controller in controllers:
+        if isinstance(controller, LoopController):
+            controller.period = min(controller.period, 0.1)
+        if isinstance(controller, GarbageCollector):
+            controller.grace = 0.5
+    return controllers
 
 
 @dataclass
