@@ -58,7 +58,13 @@ from typing import Any, TextIO
 from kubernetes import client as k8s
 
 from karpenter_conformance import invariants
-from karpenter_conformance.suite.cluster import GC_WINDOW, ClusterHarness, ControllerProcess
+from karpenter_conformance.controller import ControllerProcess
+from karpenter_conformance.suite.cluster import (
+    FAST_TIMERS,
+    GC_WINDOW,
+    POOL_LABEL,
+    ClusterHarness,
+)
 from karpenter_conformance.waiting import wait_until
 from karpenter_core import rbac
 from karpenter_core.apis import labels as wk
@@ -246,11 +252,9 @@ class Replicas:
 
 
 def _identity(replica: ControllerProcess) -> str | None:
-    for line in replica.log_path.read_text(errors="replace").splitlines():
-        with contextlib.suppress(ValueError):
-            record = json.loads(line)
-            if record.get("message") == "operator started":
-                return str(record.get("identity"))
+    for record in replica.log_lines():
+        if record.get("message") == "operator started":
+            return str(record.get("identity"))
     return None
 
 
@@ -283,7 +287,7 @@ class Workloads:
             "metadata": {"name": self.name},
             "spec": {
                 "template": {
-                    "metadata": {"labels": {"soak": self.name}},
+                    "metadata": {"labels": {POOL_LABEL: self.name}},
                     "spec": {
                         "requirements": [
                             {"key": wk.INSTANCE_TYPE, "operator": "In", "values": INSTANCE_TYPES}
@@ -305,9 +309,9 @@ class Workloads:
         k8s.CustomObjectsApi(self.api).create_cluster_custom_object(
             wk.GROUP, "v1", "nodepools", pool
         )
-        apps, policy = k8s.AppsV1Api(self.api), k8s.PolicyV1Api(self.api)
+        policy = k8s.PolicyV1Api(self.api)
         for name, (low, _) in WORKLOADS.items():
-            apps.create_namespaced_deployment(self.name, self._deployment(name, low))
+            self.harness.deploy(self.name, name, self.name, low, cpu="1")
         for name, spec in PDBS.items():
             body = {
                 "metadata": {"name": name},
@@ -315,37 +319,10 @@ class Workloads:
             }
             policy.create_namespaced_pod_disruption_budget(self.name, body)
 
-    def _deployment(self, name: str, replicas: int) -> dict[str, Any]:
-        return {
-            "metadata": {"name": name},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {
-                        "nodeSelector": {"soak": self.name},
-                        "terminationGracePeriodSeconds": 0,
-                        "containers": [
-                            {
-                                "name": "app",
-                                "image": "fake",
-                                "resources": {"requests": {"cpu": "1"}},
-                            }
-                        ],
-                    },
-                },
-            },
-        }
-
     def scale(self, replicas: Mapping[str, int]) -> None:
         """Set the Deployments' replica counts."""
-        apps = k8s.AppsV1Api(self.api)
         for name, count in replicas.items():
-            body = {"spec": {"replicas": count}}
-            with_retries(
-                functools.partial(apps.patch_namespaced_deployment_scale, name, self.name, body)
-            )
+            with_retries(functools.partial(self.harness.scale, self.name, name, count))
 
     def recovered(self) -> bool:
         """Whether every desired pod is Running and Ready and every live NodeClaim Initialized
@@ -475,11 +452,11 @@ def run(
     harness = ClusterHarness(record, record.conformance(), kubeconfig, workdir)
     harness.start()
     faults = KWOKCloudFaults(harness.profile, workdir / "cloud-errors")
-    env = {**LEADER_ELECTION, "LOG_LEVEL": "info"}
+    env = {**FAST_TIMERS, **LEADER_ELECTION, "LOG_LEVEL": "info"}
 
     def start_replica() -> ControllerProcess:
         return ControllerProcess(
-            record, harness.identity, faults.controller_options(), workdir, env
+            record.name, harness.identity, workdir, env, faults.controller_options()
         )
 
     workloads = Workloads(harness)

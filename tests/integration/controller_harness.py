@@ -4,20 +4,15 @@
 ClusterRole, Lease Role and bindings, plus the ClusterRole the KWOK provider's record ships) and
 writes a kubeconfig holding a token for the ``karpenter`` ServiceAccount: a permission the
 manifests lack fails the test that needs it. ``Controller`` runs
-``karpenter controller --provider kwok`` in a subprocess with seconds-scale timers.
+``karpenter controller --provider kwok`` in a subprocess with seconds-scale timers. Both are the
+conformance kit's (``karpenter_conformance.controller``) with the tests' defaults.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -25,11 +20,10 @@ from typing import Any
 
 from kubernetes import client
 
-from karpenter_conformance.identity import service_account_kubeconfig
+from karpenter_conformance.controller import ControllerProcess, controller_identity
 from karpenter_conformance.waiting import wait_until
 from karpenter_core import rbac
 from karpenter_core.cloudprovider.registry import discover
-from karpenter_core.operator.kube import KubeClient
 
 NAMESPACE = rbac.DEFAULT_NAMESPACE
 KWOK_GROUP, KWOK_VERSION, KWOK_PLURAL = "karpenter.kwok.sh", "v1alpha1", "kwoknodeclasses"
@@ -46,27 +40,15 @@ FAST_TIMERS = {
 }
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def controller_kubeconfig(admin_kubeconfig: Path, out: Path) -> Path:
     """Apply the shipped RBAC (the core's and the kwok record's) and write a kubeconfig
     authenticating as the controller's ServiceAccount."""
-    path = service_account_kubeconfig(admin_kubeconfig, NAMESPACE, rbac.SERVICE_ACCOUNT, out)
-    kube = KubeClient.from_config(str(admin_kubeconfig))
-    try:
-        rbac.apply(kube, rbac.manifests(NAMESPACE, provider=discover().provider("kwok")))
-    finally:
-        kube.close()
-    return path
+    return controller_identity(admin_kubeconfig, discover().provider("kwok"), out)
 
 
-class Controller:
-    """``karpenter controller`` in a subprocess; logs go to a file next to the kubeconfig."""
+class Controller(ControllerProcess):
+    """``karpenter controller`` with the tests' timers, of the provider ``KARPENTER_TEST_PROVIDER``
+    names (in ``env`` or this process's environment; kwok by default)."""
 
     def __init__(
         self,
@@ -75,106 +57,11 @@ class Controller:
         env: Mapping[str, str] | None = None,
         name: str = "controller",
     ) -> None:
-        self.metrics_port = free_port()
-        self.health_port = free_port()
-        self.log_path = log_dir / f"{name}-{uuid.uuid4().hex[:6]}.log"
-        environment = {
-            **os.environ,
-            **FAST_TIMERS,
-            "METRICS_PORT": str(self.metrics_port),
-            "HEALTH_PROBE_PORT": str(self.health_port),
-            **(env or {}),
-        }
-        environment.pop("KUBECONFIG", None)
-        self._log = self.log_path.open("wb")
-        executable = Path(sys.executable).parent / "karpenter"
-        provider = environment.pop("KARPENTER_TEST_PROVIDER", "kwok")
-        self.process = subprocess.Popen(
-            [
-                str(executable),
-                "controller",
-                "--provider",
-                provider,
-                "--kubeconfig",
-                str(kubeconfig),
-            ],
-            env=environment,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+        environment = {**FAST_TIMERS, **(env or {})}
+        provider = environment.pop(
+            "KARPENTER_TEST_PROVIDER", os.environ.get("KARPENTER_TEST_PROVIDER", "kwok")
         )
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        """Until /readyz answers 200."""
-        wait_until(
-            lambda: self.alive() and _http_ok(f"http://127.0.0.1:{self.health_port}/readyz"),
-            f"controller ready (log {self.log_path})",
-            timeout=timeout,
-        )
-
-    def wait_leading(self, timeout: float = 30.0) -> None:
-        """Until this replica holds the Lease and has started its controllers."""
-        wait_until(
-            lambda: (
-                self.alive()
-                and any(r.get("message") == "controllers started" for r in self.log_lines())
-            ),
-            f"controller leading (log {self.log_path})",
-            timeout=timeout,
-        )
-
-    def alive(self) -> bool:
-        """The process has not exited."""
-        if self.process.poll() is not None:
-            raise AssertionError(
-                f"controller exited with {self.process.returncode}:\n{self.log_tail()}"
-            )
-        return True
-
-    def metrics(self) -> str:
-        """The /metrics text."""
-        with urllib.request.urlopen(
-            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
-        ) as r:
-            return r.read().decode()
-
-    def log_lines(self) -> list[dict[str, Any]]:
-        """The JSON log records written so far."""
-        out = []
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-        return out
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last lines of the log."""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM, then SIGKILL if it lingers."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._log.close()
-
-    def kill(self) -> None:
-        """SIGKILL the process group."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
+        super().__init__(provider, kubeconfig, log_dir, environment, name=name)
 
 
 def wait_running(

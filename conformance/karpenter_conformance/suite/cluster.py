@@ -13,12 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import signal
-import socket
-import subprocess
-import sys
-import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -28,7 +22,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from karpenter_conformance import invariants
-from karpenter_conformance.identity import service_account_kubeconfig
+from karpenter_conformance.controller import ControllerProcess, controller_identity
 from karpenter_conformance.registrar import Registrar, RegistrarThread
 from karpenter_conformance.waiting import wait_until
 from karpenter_core import rbac
@@ -36,9 +30,8 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.apis.crdgen import generate_crd
 from karpenter_core.cloudprovider.plugin import ProviderContext, ProviderRecord
 from karpenter_core.cloudprovider.types import CloudProvider
-from karpenter_core.operator.kube import KubeClient
 
-__all__ = ["GC_WINDOW", "ClusterHarness", "ControllerProcess"]
+__all__ = ["FAST_TIMERS", "GC_WINDOW", "POOL_LABEL", "ClusterHarness"]
 
 NAMESPACE = rbac.DEFAULT_NAMESPACE
 POOL_LABEL = "karpenter-conformance/pool"
@@ -57,79 +50,6 @@ collector's 30 s grace, its 10 s period, and slack for a slow machine."""
 TAINT_WINDOW = 30.0
 """Seconds a node may keep the disrupted taint without going away."""
 _KARPENTER = (wk.GROUP, "v1")
-
-
-class ControllerProcess:
-    """``karpenter controller`` in a subprocess; its log goes to a file."""
-
-    def __init__(
-        self,
-        record: ProviderRecord,
-        kubeconfig: Path,
-        options: Mapping[str, str],
-        log_dir: Path,
-        env: Mapping[str, str] | None = None,
-    ) -> None:
-        self.health_port = _free_port()
-        self.log_path = log_dir / f"controller-{uuid.uuid4().hex[:6]}.log"
-        environment = {
-            **os.environ,
-            **FAST_TIMERS,
-            "METRICS_PORT": str(_free_port()),
-            "HEALTH_PROBE_PORT": str(self.health_port),
-            **(env or {}),
-        }
-        environment.pop("KUBECONFIG", None)
-        command = [
-            str(Path(sys.executable).parent / "karpenter"),
-            "controller",
-            "--provider",
-            record.name,
-            "--kubeconfig",
-            str(kubeconfig),
-        ]
-        for name, value in options.items():
-            command += [f"--{name}", value]
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                command, env=environment, stdout=log, stderr=subprocess.STDOUT
-            )
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Until /readyz answers 200."""
-        wait_until(
-            lambda: self.alive() and _http_ok(f"http://127.0.0.1:{self.health_port}/readyz"),
-            f"the controller ready (log {self.log_path})",
-            timeout=timeout,
-        )
-
-    def alive(self) -> bool:
-        """The process runs; raises with the log's tail when it has exited."""
-        if self.process.poll() is not None:
-            raise RuntimeError(
-                f"the controller exited with {self.process.returncode}:\n{self.log_tail()}"
-            )
-        return True
-
-    def log_tail(self, lines: int = 30) -> str:
-        """The last lines of the log."""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def forbidden(self) -> list[str]:
-        """What the log reports RBAC refused the controller's identity."""
-        text = self.log_path.read_text(errors="replace")
-        pattern = r'forbidden: User \\?"[^"\\]+\\?" cannot [^"\\]+\\?"[^"\\]*'
-        return sorted(set(re.findall(pattern, text)))
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM, then SIGKILL if it lingers."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
 
 
 class ClusterHarness:
@@ -158,14 +78,9 @@ class ClusterHarness:
         os.environ["KUBECONFIG"] = str(self.admin_kubeconfig)  # where a cloud of Nodes lives
         self.profile.start()
         self._install_crds()
-        self.identity = service_account_kubeconfig(
-            self.admin_kubeconfig, NAMESPACE, rbac.SERVICE_ACCOUNT, self.workdir / "kubeconfig"
+        self.identity = controller_identity(
+            self.admin_kubeconfig, self.record, self.workdir / "kubeconfig"
         )
-        kube = KubeClient.from_config(str(self.admin_kubeconfig))
-        try:
-            rbac.apply(kube, rbac.manifests(NAMESPACE, provider=self.record))
-        finally:
-            kube.close()
         self.put_node_class(self.profile.node_class(ready=True))
         if self.profile.nodes_via == "registrar":
             self._registrar = Registrar(self.provider, self.api, interval=0.3).start()
@@ -235,7 +150,11 @@ class ClusterHarness:
         if self.controller is not None:
             self.controller.stop()
         self.controller = ControllerProcess(
-            self.record, self.identity, dict(self.profile.settings()), self.workdir, env
+            self.record.name,
+            self.identity,
+            self.workdir,
+            {**FAST_TIMERS, **(env or {})},
+            self.profile.settings(),
         )
         return self.controller
 
@@ -440,17 +359,3 @@ class ClusterHarness:
 
     def _custom(self) -> k8s.CustomObjectsApi:
         return k8s.CustomObjectsApi(self.api)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
