@@ -7,7 +7,9 @@ for discovery, EKS-optimized and Bottlerocket images with their SSM parameters, 
 the EC2NodeClass controller makes an instance profile for). The fake cloud offers a handful of
 instance types (moto knows ~1,400; listing them costs seconds per provider). EC2 has no fault
 injection, so ``insufficient_capacity`` takes the refused offerings out of CreateFleet requests
-in the server and reports them in the response's ``Errors``, as EC2 does. moto's CreateFleet puts
+in the server and reports them in the response's ``Errors``, as EC2 does; ``cloud_errors`` makes chosen
+EC2 actions answer ``RequestLimitExceeded`` (HTTP 503, as EC2 throttles) in the server until
+``clear_faults``. moto's CreateFleet puts
 every instance in its VPC's default security group whatever the launch template says, so the
 NodeClass selects that group (any other would read as security group drift). Needs
 ``moto[server]`` (``pip install 'karpenter-aws[conformance]'``).
@@ -18,7 +20,7 @@ from __future__ import annotations
 import copy
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from karpenter_aws import moto_account
@@ -62,12 +64,21 @@ Offering = tuple[str, str, str]
 
 _REFUSED: dict[int, set[Offering]] = {}
 """Refused offerings by the id of the moto EC2 backend they apply to."""
+_FAILING: set[str] = set()
+"""EC2 actions the server answers with ``RequestLimitExceeded`` (moto's state is per process,
+as is the server)."""
+THROTTLED = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>'
+    "<Code>RequestLimitExceeded</Code><Message>Request limit exceeded.</Message>"
+    "</Error></Errors><RequestID>conformance-throttled</RequestID></Response>"
+)
 _PATCH_LOCK = threading.Lock()
 _patched: list[Callable[..., Any]] = []
 
 
 class AWSProfile:
-    """A seeded moto server; faults are offerings CreateFleet refuses."""
+    """A seeded moto server; faults are offerings CreateFleet refuses and EC2 actions
+    throttled."""
 
     nodes_via: Literal["registrar", "native"] = "registrar"
     unsupported: Mapping[str, str] = {}
@@ -98,7 +109,7 @@ class AWSProfile:
 
     def reset(self) -> None:
         """Drop everything and seed again."""
-        _REFUSED.pop(id(_ec2_backend()), None)
+        self.clear_faults()
         self._account = moto_account.seed(self.endpoint_url, cluster_name=CLUSTER_NAME)
         self._narrow(_ec2_backend())
         self._status = self._status_of(self._account)
@@ -117,7 +128,7 @@ class AWSProfile:
                 os.environ[name] = value
 
     def _drop_all(self) -> None:
-        _REFUSED.pop(id(_ec2_backend()), None)
+        self.clear_faults()
         moto_account.reset(self.endpoint_url)
 
     # -- what the suite asks for -----------------------------------------------------------
@@ -196,6 +207,16 @@ class AWSProfile:
     def insufficient_capacity(self, instance_type: str, zone: str, capacity_type: str) -> None:
         """CreateFleet leaves this offering out and names it in ``Errors``."""
         _REFUSED.setdefault(id(_ec2_backend()), set()).add((instance_type, zone, capacity_type))
+
+    def cloud_errors(self, actions: Iterable[str]) -> None:
+        """The server answers these EC2 actions (``CreateFleet``, ``TerminateInstances``, ...)
+        with ``RequestLimitExceeded`` and HTTP 503 until ``clear_faults``."""
+        _FAILING.update(actions)
+
+    def clear_faults(self) -> None:
+        """No refused offerings and no throttled actions; the account keeps its resources."""
+        _REFUSED.pop(id(_ec2_backend()), None)
+        _FAILING.clear()
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -320,8 +341,10 @@ def _create_fleet_without(
 
 def _patch_responses() -> None:
     """Once per process: CreateFleet answers name the refused overrides in ``Errors``;
-    DescribeSpotPriceHistory answers ``SPOT_PRICES``."""
-    from moto.core.responses import ActionResult
+    DescribeSpotPriceHistory answers ``SPOT_PRICES``; the actions in ``_FAILING`` answer
+    ``THROTTLED``."""
+    from moto.core.responses import ActionResult, BaseResponse
+    from moto.ec2.responses import EC2Response
     from moto.ec2.responses.fleets import Fleets
     from moto.ec2.responses.spot_instances import SpotInstances
 
@@ -358,6 +381,12 @@ def _patch_responses() -> None:
             ]
             return ActionResult({**answer, "Errors": errors})
 
+        def call_action(self: Any) -> Any:
+            if self._get_action() in _FAILING:
+                return 503, {"Content-Type": "text/xml"}, THROTTLED
+            return BaseResponse.call_action(self)
+
         Fleets.create_fleet = create_fleet  # type: ignore[method-assign]
+        EC2Response.call_action = call_action  # type: ignore[method-assign]
         SpotInstances.describe_spot_price_history = describe_spot_price_history  # type: ignore[method-assign]
-        _patched.extend((original, original_history))
+        _patched.extend((original, original_history, call_action))
