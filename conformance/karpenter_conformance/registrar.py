@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from urllib3.exceptions import HTTPError
 
 from karpenter_core.apis import labels as wk
 
@@ -164,8 +165,8 @@ class Registrar:
 
     def sync_once(self) -> Plan:
         """List instances and Nodes, create and delete Nodes; returns what was planned. A
-        failure to list skips the round (logged); a failed create or delete is retried next
-        round."""
+        failure to list (an error answer, or no answer while the apiserver restarts) skips the
+        round (logged); a failed create or delete is retried next round."""
         try:
             instances = self.provider.list()
         except Exception as error:
@@ -175,6 +176,9 @@ class Registrar:
             response = self._core.list_node(_preload_content=False)
         except k8s.ApiException as error:
             log.warning("registrar: listing nodes failed: %s %s", error.status, error.reason)
+            return Plan(create=[], delete=[])
+        except HTTPError as error:  # the apiserver unreachable (restarting)
+            log.warning("registrar: listing nodes failed: %s", error)
             return Plan(create=[], delete=[])
         nodes = json.loads(response.data)["items"]
         work = plan(instances, nodes, self._registered)
@@ -204,6 +208,9 @@ class Registrar:
             if error.status != 409:
                 log.warning("registrar: creating node %s failed: %s", name, _reason(error))
                 return
+        except HTTPError as error:
+            log.warning("registrar: creating node %s failed: %s", name, error)
+            return
         self._registered.add(provider_id)
         log.info("registrar: registered node %s for %s", name, provider_id)
 
@@ -214,6 +221,9 @@ class Registrar:
             if error.status != 404:
                 log.warning("registrar: deleting node %s failed: %s", name, _reason(error))
                 return
+        except HTTPError as error:
+            log.warning("registrar: deleting node %s failed: %s", name, error)
+            return
         log.info("registrar: deleted node %s, its instance is gone", name)
 
 

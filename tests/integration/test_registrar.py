@@ -18,6 +18,7 @@ from kubernetes import client
 from karpenter_conformance.registrar import (
     KWOK_NODE,
     MANAGED_LABEL,
+    Plan,
     Registrar,
     main,
     node_manifest,
@@ -146,6 +147,17 @@ def test_cli_lists_the_provider_options(capsys: pytest.CaptureFixture[str]) -> N
 
 
 # -- against the cluster -------------------------------------------------------------------
+
+
+def test_a_round_without_an_apiserver_is_skipped_not_raised() -> None:
+    # an apiserver address nothing listens on, as while the apiserver restarts
+    configuration = client.Configuration()
+    configuration.host = "https://127.0.0.1:1"
+    configuration.retries = False
+    cloud = FakeCloud()
+    cloud.instances = [instance("aws:///us-east-1a/i-0abc123")]
+    registrar = Registrar(cloud, client.ApiClient(configuration))
+    assert registrar.sync_once() == Plan(create=[], delete=[])
 
 
 class FakeCloud:
