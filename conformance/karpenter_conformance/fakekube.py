@@ -73,6 +73,8 @@ NO_STATUS_SUBRESOURCE = frozenset({"leases", "events", "configmaps", "secrets", 
 BUILTIN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 BOOKMARK_BEFORE_TIMEOUT = 2.0
 """Seconds before a watch's timeout at which it gets a bookmark (as the apiserver's cache)."""
+SHUTDOWN_POLL = 0.05
+"""Seconds between the server loop's checks for ``stop``: how long stopping the fake takes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -418,7 +420,10 @@ class FakeKube:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="fake kube-apiserver", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": SHUTDOWN_POLL},
+            name="fake kube-apiserver",
+            daemon=True,
         )
         self._thread.start()
 
@@ -1029,6 +1034,7 @@ def _unchanged(previous: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
 def _handler(api: FakeKube) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out at once, not 40 ms apart
 
         def do_GET(self) -> None:
             query = parse_qs(urlsplit(self.path).query)

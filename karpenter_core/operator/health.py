@@ -62,6 +62,10 @@ def _metrics() -> tuple[int, str, bytes]:
     return 200, CONTENT_TYPE_LATEST, generate_latest(REGISTRY)
 
 
+STOP_POLL = 0.05
+"""Seconds between a server loop's checks for ``stop``: how long stopping the probes takes."""
+
+
 class Probes:
     """The metrics and health servers; ``ready`` and ``healthy`` are asked on every probe."""
 
@@ -88,7 +92,9 @@ class Probes:
     def start(self) -> Probes:
         """Serve on daemon threads."""
         for server in self._servers:
-            threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+            threading.Thread(
+                target=server.serve_forever, args=(STOP_POLL,), name="http", daemon=True
+            ).start()
         return self
 
     def stop(self) -> None:

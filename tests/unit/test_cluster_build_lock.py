@@ -13,7 +13,7 @@ import pytest
 
 from karpenter_conformance.cluster import build, versions
 
-STEP_SECONDS = 1.0
+STEP_SECONDS = 0.7
 DONE = re.compile(r"^\[build\] done in (\d+\.\d)s(?: \((\d+\.\d)s waiting for another build\))?;")
 
 

@@ -226,6 +226,16 @@ def test_deleting_a_nodeclaim_drains_its_node_within_the_disruption_budget(
     cluster.pod("web-0")
     claim_name, node_name = _launched_node(cluster)
     cluster.node_ready(node_name)
+    wait_until(
+        lambda: (
+            wk.TERMINATION_FINALIZER
+            in ((cluster.fake.object(f"{NODES}/{node_name}") or {}).get("metadata") or {}).get(
+                "finalizers", ()
+            )
+        ),
+        "the node registered (its termination finalizer on)",
+        timeout=TIMEOUT,
+    )
     cluster.bind("web-0", node_name)
     cluster.kube.create(
         PDBS,
