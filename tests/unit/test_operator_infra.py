@@ -271,7 +271,7 @@ class _LeaseEndpoint:
         return copy.deepcopy(body)
 
 
-LEASE = Settings(lease_duration=3.0, renew_deadline=1.5, retry_period=0.2)
+LEASE = Settings(lease_duration=1.5, renew_deadline=0.75, retry_period=0.1)
 
 
 def _elect(

@@ -1,5 +1,6 @@
 """No scheduling result ever breaks a hard constraint, whatever the input."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -105,6 +106,7 @@ def _fits(requests, allocatable):
     return all(v <= allocatable.get(k, 0) for k, v in requests.items() if v > 0)
 
 
+@pytest.mark.slow  # 150 generated clusters through the whole scheduler: seconds of CPU
 @given(snapshots(), st.sampled_from(list(Minimize)))
 def test_results_respect_every_hard_constraint(snapshot, minimize):
     results = schedule(snapshot, minimize)
