@@ -85,12 +85,20 @@ def test_burst_of_pending_pods_runs_on_launched_nodes(
             timeout=30,
         )
         assert len(harness.events(kube_client, namespace, "Nominated")) >= 50
-        launched = [
-            e
-            for e in harness.events(kube_client, "default", "Launched")
-            if e.involved_object.name in {c["metadata"]["name"] for c in claims}
-        ]
-        assert len(launched) == len(claims)
+        names = {c["metadata"]["name"] for c in claims}
+        # Events are published by a background writer: wait for one Launched event per claim.
+        wait_until(
+            lambda: (
+                {
+                    e.involved_object.name
+                    for e in harness.events(kube_client, "default", "Launched")
+                    if e.involved_object.name in names
+                }
+                == names
+            ),
+            "a Launched event for every NodeClaim",
+            timeout=30,
+        )
     finally:
         client.AppsV1Api(kube_client).delete_namespaced_deployment("burst", namespace)
         harness.cleanup_pool(kube_client, pool)
