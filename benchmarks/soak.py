@@ -5,11 +5,14 @@ Usage (from the repository root):
 
     .venv/bin/python benchmarks/soak.py --state-dir /tmp/kstate-soak      # starts its cluster
     .venv/bin/python benchmarks/soak.py --kubeconfig K --duration 3m --seed 7 -o json
+    .venv/bin/python benchmarks/soak.py --state-dir /tmp/kstate-soak --provider aws
 
-Two replicas of ``karpenter controller --provider kwok`` run with leader election, as the
+Two replicas of ``karpenter controller --provider kwok`` (or ``aws``: the AWS conformance profile's
+moto server in this process, nodes made by the suite's registrar) run with leader election, as the
 controller's least-privilege ServiceAccount; a replica that exits is started again at once (as
 its Deployment would be). A NodePool (WhenEmptyOrUnderutilized, consolidateAfter 5s, budget 20%)
-holds three Deployments of 1-CPU pods: ``steady`` (4 pods, PDB maxUnavailable 1), ``web``
+holds three Deployments of 1-CPU pods (half a CPU on AWS, whose fake cloud offers 2-vCPU
+types): ``steady`` (4 pods, PDB maxUnavailable 1), ``web``
 (scaled between 2 and 20, PDB minAvailable 1) and ``batch`` (scaled between 0 and 12, no PDB).
 Each iteration injects one fault, sets new replica counts (up and down alternately) after a
 short seeded delay, and waits until the cluster has recovered:
@@ -20,7 +23,8 @@ short seeded delay, and waits until the cluster has recovered:
 - ``apiserver-restart``: kube-apiserver stopped and started again (only on a cluster the soak
   or the test fixture runs; with ``--kubeconfig`` alone it is left out);
 - ``insufficient-capacity``: the cheapest offerings of the pool refused for a window;
-- ``cloud-errors``: create and delete failing as throttled for a window;
+- ``cloud-errors``: create and delete failing as throttled for a window (AWS: the moto server
+  answers CreateFleet and TerminateInstances with ``RequestLimitExceeded``);
 - ``none``: no fault, the baseline.
 
 The fault comes first and the scale change follows it after the delay, so the work lands on a
@@ -53,7 +57,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from kubernetes import client as k8s
 
@@ -93,6 +97,10 @@ LEADER_ELECTION = {
 LEASE = "karpenter-leader-election"
 INSTANCE_TYPES = ("c-4x-amd64-linux", "c-8x-amd64-linux", "m-4x-amd64-linux", "m-8x-amd64-linux")
 """The KWOK instance types of the soak's NodePool: small, so a scale-up needs several nodes."""
+POD_CPU = {"kwok": "1", "aws": "500m"}
+"""The CPU request of the soak's pods per provider (AWS's fake cloud offers 2-vCPU types)."""
+THROTTLED_ACTIONS = ("CreateFleet", "TerminateInstances")
+"""The EC2 actions the AWS cloud-errors fault throttles: create and delete."""
 ERRORS_OPTION = "cloud-errors-file"
 WORKLOADS = {"steady": (4, 4), "web": (2, 20), "batch": (0, 12)}
 """Deployment -> (fewest, most) replicas; ``steady`` is never scaled."""
@@ -270,12 +278,15 @@ def _lease_holder(api: k8s.ApiClient) -> str | None:
 
 
 class Workloads:
-    """The soak's namespace and NodePool (same name), its Deployments and PDBs."""
+    """The soak's namespace and NodePool (same name) of ``instance_types``, its Deployments of
+    pods requesting ``cpu`` and its PDBs."""
 
-    def __init__(self, harness: ClusterHarness) -> None:
+    def __init__(self, harness: ClusterHarness, instance_types: Sequence[str], cpu: str) -> None:
         self.harness = harness
         self.api = harness.api
         self.name = f"soak-{uuid.uuid4().hex[:6]}"
+        self.instance_types = list(instance_types)
+        self.cpu = cpu
 
     def create(self) -> None:
         """The namespace, the NodePool, the Deployments (at their fewest) and the PDBs."""
@@ -290,7 +301,11 @@ class Workloads:
                     "metadata": {"labels": {POOL_LABEL: self.name}},
                     "spec": {
                         "requirements": [
-                            {"key": wk.INSTANCE_TYPE, "operator": "In", "values": INSTANCE_TYPES}
+                            {
+                                "key": wk.INSTANCE_TYPE,
+                                "operator": "In",
+                                "values": self.instance_types,
+                            }
                         ],
                         "nodeClassRef": {
                             "group": info.group,
@@ -311,7 +326,7 @@ class Workloads:
         )
         policy = k8s.PolicyV1Api(self.api)
         for name, (low, _) in WORKLOADS.items():
-            self.harness.deploy(self.name, name, self.name, low, cpu="1")
+            self.harness.deploy(self.name, name, self.name, low, cpu=self.cpu)
         for name, spec in PDBS.items():
             body = {
                 "metadata": {"name": name},
@@ -387,8 +402,35 @@ def with_retries(call: Callable[[], object], timeout: float = 60.0) -> None:
 # -- cloud faults ----------------------------------------------------------------------------
 
 
+class CloudFaults(Protocol):
+    """A provider's cloud faults, and the NodePool's instance types they know."""
+
+    @property
+    def instance_types(self) -> Sequence[str]:
+        """The instance types of the soak's NodePool."""
+        ...
+
+    def controller_options(self) -> dict[str, str]:
+        """The controller's options (the profile's settings and what the faults need)."""
+        ...
+
+    def insufficient_capacity(self, count: int) -> None:
+        """Refuse the ``count`` cheapest offerings of the pool."""
+        ...
+
+    def cloud_errors(self) -> None:
+        """Make create and delete fail as throttled."""
+        ...
+
+    def clear(self) -> None:
+        """No cloud faults."""
+        ...
+
+
 class KWOKCloudFaults:
     """Cloud faults of the KWOK provider: its insufficient-capacity and cloud-errors files."""
+
+    instance_types = INSTANCE_TYPES
 
     def __init__(self, profile: Any, errors_file: Path) -> None:
         self.profile = profile
@@ -423,6 +465,49 @@ class KWOKCloudFaults:
         self.errors_file.write_text("", encoding="utf-8")
 
 
+class AWSCloudFaults:
+    """Cloud faults of the AWS provider, injected in the profile's moto server (in this
+    process, not in the controller): refused CreateFleet offerings and throttled actions."""
+
+    def __init__(self, profile: Any) -> None:
+        from karpenter_aws import conformance, moto_account, pricing
+
+        self.profile = profile
+        self.instance_types: Sequence[str] = conformance.INSTANCE_TYPES
+        on_demand = pricing.static_prices(conformance.REGION).prices
+        prices = {
+            (name, capacity_type): price
+            for name in self.instance_types
+            for capacity_type, price in (
+                ("on-demand", on_demand[name]),
+                ("spot", float(conformance.SPOT_PRICES[name])),
+            )
+        }
+        offerings = sorted(
+            (price, zone, name, capacity_type)
+            for (name, capacity_type), price in prices.items()
+            for zone in moto_account.ZONES
+        )
+        self.cheapest = [(name, zone, ct) for _, zone, name, ct in offerings]
+
+    def controller_options(self) -> dict[str, str]:
+        """The profile's settings."""
+        return dict(self.profile.settings())
+
+    def insufficient_capacity(self, count: int) -> None:
+        """Refuse the ``count`` cheapest offerings of the pool (spot prices are the profile's)."""
+        for name, zone, capacity_type in self.cheapest[:count]:
+            self.profile.insufficient_capacity(name, zone, capacity_type)
+
+    def cloud_errors(self) -> None:
+        """Throttle CreateFleet and TerminateInstances."""
+        self.profile.cloud_errors(THROTTLED_ACTIONS)
+
+    def clear(self) -> None:
+        """No cloud faults (the account keeps its instances)."""
+        self.profile.clear_faults()
+
+
 # -- the run ---------------------------------------------------------------------------------
 
 
@@ -435,8 +520,8 @@ def run(
 ) -> Report:
     """Soak the controller on the cluster of ``kubeconfig`` (the admin's); without
     ``restart_apiserver`` the apiserver-restart fault is left out."""
-    if options.provider != "kwok":
-        raise SystemExit(f"--provider {options.provider}: the soak runs the kwok provider only")
+    if options.provider not in POD_CPU:
+        raise SystemExit(f"--provider {options.provider}: the soak runs kwok or aws")
     kinds = [k for k in FAULT_KINDS if k != "apiserver-restart" or restart_apiserver]
     steps = schedule(options.seed, max(12, int(options.duration / 8)), kinds)
     report = Report(seed=options.seed, duration=options.duration, provider=options.provider)
@@ -448,10 +533,14 @@ def run(
     for number, step in enumerate(steps, 1):
         print(f"  {number:3d} {step.describe()}", file=out)
     record = discover().provider(options.provider)
-    assert record.conformance is not None  # the kwok provider has a profile
+    assert record.conformance is not None  # both providers have a profile
     harness = ClusterHarness(record, record.conformance(), kubeconfig, workdir)
     harness.start()
-    faults = KWOKCloudFaults(harness.profile, workdir / "cloud-errors")
+    faults: CloudFaults = (
+        AWSCloudFaults(harness.profile)
+        if options.provider == "aws"
+        else KWOKCloudFaults(harness.profile, workdir / "cloud-errors")
+    )
     env = {**FAST_TIMERS, **LEADER_ELECTION, "LOG_LEVEL": "info"}
 
     def start_replica() -> ControllerProcess:
@@ -459,7 +548,7 @@ def run(
             record.name, harness.identity, workdir, env, faults.controller_options()
         )
 
-    workloads = Workloads(harness)
+    workloads = Workloads(harness, faults.instance_types, POD_CPU[options.provider])
     replicas = Replicas(start_replica, harness.api)
     recorder: invariants.Recorder | None = None
     started = time.monotonic()
@@ -493,7 +582,11 @@ def run(
         faults.clear()
         try:
             if recorder is not None:
-                wait_until(workloads.recovered, "the soak recovered at the end", timeout=120)
+                if _wait(workloads.recovered, 120.0) is None:
+                    report.violations.append(
+                        "not-recovered: the cluster did not recover within 120s after the last "
+                        "iteration"
+                    )
                 snapshots = recorder.stop()
                 report.snapshots, report.failed_looks = len(snapshots), recorder.failures
                 if not snapshots:
@@ -516,7 +609,7 @@ def _iterate(
     step: Step,
     workloads: Workloads,
     replicas: Replicas,
-    faults: KWOKCloudFaults,
+    faults: CloudFaults,
     restart_apiserver: Callable[[], None] | None,
     options: Options,
 ) -> float | None:
@@ -533,7 +626,7 @@ def _iterate(
 def _fault(
     step: Step,
     replicas: Replicas,
-    faults: KWOKCloudFaults,
+    faults: CloudFaults,
     restart_apiserver: Callable[[], None] | None,
 ) -> Iterator[None]:
     """Inject the step's fault; a windowed fault lasts its window (recovery may come earlier,
@@ -622,7 +715,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--duration", type=_seconds, default=600.0, help="e.g. 10m (default)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--provider", choices=["kwok"], default="kwok")
+    parser.add_argument("--provider", choices=sorted(POD_CPU), default="kwok")
     parser.add_argument("--recovery-timeout", type=_seconds, default=180.0)
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
     args = parser.parse_args(argv)
