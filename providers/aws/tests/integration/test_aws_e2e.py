@@ -401,6 +401,11 @@ def test_spot_interruption_replaces_the_node_away_from_the_interrupted_offering(
         cleanup(kube_client, pool, "job", namespace)
 
 
+@pytest.mark.xfail(
+    reason="known defect: a drift replacement can launch on the previous AMI right after the "
+    "AMI selector changes, so a replacement is itself drifted (see docs/aws.md, Known issues)",
+    strict=False,
+)
 def test_ami_selection_change_drifts_nodes_replaced_one_at_a_time(
     aws: AWSEnv,
     kube_client: client.ApiClient,
