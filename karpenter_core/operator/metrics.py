@@ -204,40 +204,46 @@ _CONDITION_BUCKETS = tuple(0.5 * 2**i for i in range(15))
 _OBJECT = ("namespace", "name")
 _CONDITION = ("type", "status", "reason")
 _KIND = ("group", "kind")
+_COUNT_DOC = "1 for each condition an object has, by type, status and reason."
+_CURRENT_STATUS_DOC = "Seconds a condition has had its current status."
+_TRANSITIONS_DOC = "Condition transitions observed, by type, status and reason."
+_TRANSITION_SECONDS_DOC = "Seconds a condition had a status before it changed."
+_TERMINATING_DOC = "Seconds an object has been terminating."
+_TERMINATION_DOC = "Seconds from an object's deletion until it is gone."
 STATUS_CONDITION_COUNT = Gauge(
     "operator_status_condition_count",
-    "1 for each condition an object has, by type, status and reason.",
+    _COUNT_DOC,
     (*_OBJECT, *_CONDITION, *_KIND),
     registry=REGISTRY,
 )
 STATUS_CONDITION_CURRENT_STATUS = Gauge(
     "operator_status_condition_current_status_seconds",
-    "Seconds a condition has had its current status.",
+    _CURRENT_STATUS_DOC,
     (*_OBJECT, *_CONDITION, *_KIND),
     registry=REGISTRY,
 )
 STATUS_CONDITION_TRANSITIONS = Counter(
     "operator_status_condition_transitions_total",
-    "Condition transitions observed, by type, status and reason.",
+    _TRANSITIONS_DOC,
     (*_CONDITION, *_KIND),
     registry=REGISTRY,
 )
 STATUS_CONDITION_TRANSITION_SECONDS = Histogram(
     "operator_status_condition_transition_seconds",
-    "Seconds a condition had a status before it changed.",
+    _TRANSITION_SECONDS_DOC,
     ("type", "status", *_KIND),
     registry=REGISTRY,
     buckets=_DEFAULT_BUCKETS,
 )
 TERMINATION_CURRENT_TIME = Gauge(
     "operator_termination_current_time_seconds",
-    "Seconds an object has been terminating.",
+    _TERMINATING_DOC,
     (*_OBJECT, *_KIND),
     registry=REGISTRY,
 )
 TERMINATION_DURATION = Histogram(
     "operator_termination_duration_seconds",
-    "Seconds from an object's deletion until it is gone.",
+    _TERMINATION_DOC,
     _KIND,
     registry=REGISTRY,
     buckets=_DEFAULT_BUCKETS,
@@ -419,38 +425,36 @@ class StatusMetrics:
         prefix = f"operator_{kind.lower()}"
         extra = tuple(re.sub(r"[/.-]", "_", key) for key in labels)
         gauge = (*_OBJECT, *_CONDITION, *extra)
-        self.count = _per_kind(
-            Gauge, f"{prefix}_status_condition_count", STATUS_CONDITION_COUNT._documentation, gauge
-        )
+        self.count = _per_kind(Gauge, f"{prefix}_status_condition_count", _COUNT_DOC, gauge)
         self.current = _per_kind(
             Gauge,
             f"{prefix}_status_condition_current_status_seconds",
-            STATUS_CONDITION_CURRENT_STATUS._documentation,
+            _CURRENT_STATUS_DOC,
             gauge,
         )
         self.transitions = _per_kind(
             Counter,
             f"{prefix}_status_condition_transitions",
-            STATUS_CONDITION_TRANSITIONS._documentation,
+            _TRANSITIONS_DOC,
             (*_CONDITION, *extra),
         )
         self.transition_seconds = _per_kind(
             Histogram,
             f"{prefix}_status_condition_transition_seconds",
-            STATUS_CONDITION_TRANSITION_SECONDS._documentation,
+            _TRANSITION_SECONDS_DOC,
             ("type", "status", *extra),
             buckets=_CONDITION_BUCKETS,
         )
         self.terminating = _per_kind(
             Gauge,
             f"{prefix}_termination_current_time_seconds",
-            TERMINATION_CURRENT_TIME._documentation,
+            _TERMINATING_DOC,
             (*_OBJECT, *extra),
         )
         self.termination = _per_kind(
             Histogram,
             f"{prefix}_termination_duration_seconds",
-            TERMINATION_DURATION._documentation,
+            _TERMINATION_DOC,
             extra,
             buckets=_CONDITION_BUCKETS,
         )
