@@ -66,7 +66,16 @@ from urllib.parse import parse_qs, urlsplit
 
 from kubernetes import client as k8s
 
-__all__ = ["FakeKube", "Fault", "Resource"]
+__all__ = ["FakeKube", "Fault", "LoopbackServer", "Resource"]
+
+
+class LoopbackServer(ThreadingHTTPServer):
+    """A threaded HTTP server whose listen backlog takes a burst of concurrent clients (the
+    standard library's default of 5 resets connections beyond it)."""
+
+    request_queue_size = 128
+    daemon_threads = True
+
 
 NO_STATUS_SUBRESOURCE = frozenset({"leases", "events", "configmaps", "secrets", "namespaces"})
 """Plurals whose ``status`` (if any) is written with the object itself."""
@@ -417,8 +426,7 @@ class FakeKube:
         self._bookmark_epoch = 0
         for name in BUILTIN_NAMESPACES:
             self.put("/api/v1/namespaces", {"kind": "Namespace", "metadata": {"name": name}})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
+        self._server = LoopbackServer(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": SHUTDOWN_POLL},

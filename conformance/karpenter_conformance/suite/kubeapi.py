@@ -14,10 +14,12 @@ import itertools
 import json
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from kubernetes import client as k8s
+
+from karpenter_conformance.fakekube import LoopbackServer
 
 __all__ = ["ObjectAPI"]
 
@@ -59,8 +61,7 @@ class ObjectAPI:
             def log_message(self, *_: Any) -> None:
                 return
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = LoopbackServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
