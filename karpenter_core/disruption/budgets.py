@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from croniter import croniter
 
 from karpenter_core.apis.duration import DurationError, parse_duration
 
-__all__ = ["DRIFTED", "EMPTY", "UNDERUTILIZED", "allowed_disruptions"]
+if TYPE_CHECKING:
+    from karpenter_core.apis.v1.nodepool import NodePool
+    from karpenter_core.scheduling.snapshot import NodeInfo
+
+__all__ = ["DRIFTED", "EMPTY", "UNDERUTILIZED", "allowed_by_nodepool", "allowed_disruptions"]
 
 EMPTY = "Empty"
 DRIFTED = "Drifted"
@@ -94,3 +98,28 @@ def allowed_disruptions(
     if limit is None:
         return max(total - disrupting, 0)
     return max(limit - disrupting, 0)
+
+
+def allowed_by_nodepool(
+    nodepools: Iterable[NodePool], nodes: Iterable[NodeInfo], reason: str, now: datetime
+) -> dict[str, int]:
+    """Disruptions each NodePool allows now for ``reason``, counted as upstream: its nodes are
+    the initialized nodes labelled with its name (a percentage is of those, rounded up), and
+    every one of them that is NotReady or being deleted (marked for deletion by a command in
+    flight included) is already disrupting."""
+    total: dict[str, int] = {}
+    disrupting: dict[str, int] = {}
+    for node in nodes:
+        if not node.initialized or node.nodepool is None:
+            continue
+        total[node.nodepool] = total.get(node.nodepool, 0) + 1
+        if node.deleting or node.not_ready:
+            disrupting[node.nodepool] = disrupting.get(node.nodepool, 0) + 1
+    out: dict[str, int] = {}
+    for nodepool in nodepools:
+        name = nodepool.metadata.name or ""
+        budgets = [b.model_dump(exclude_none=True) for b in nodepool.spec.disruption.budgets]
+        out[name] = allowed_disruptions(
+            budgets, reason, total.get(name, 0), disrupting.get(name, 0), now
+        )
+    return out

@@ -18,7 +18,7 @@ from datetime import datetime
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.duration import parse_nillable_duration
 from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
-from karpenter_core.disruption.budgets import DRIFTED, EMPTY, UNDERUTILIZED, allowed_disruptions
+from karpenter_core.disruption.budgets import DRIFTED, EMPTY, UNDERUTILIZED, allowed_by_nodepool
 from karpenter_core.disruption.candidates import Candidate, candidates
 from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results, schedule
@@ -153,14 +153,7 @@ def _unconsolidatable_busy(candidate: Candidate) -> str:
 
 def _budget(snapshot: Snapshot, reason: str, now: datetime) -> dict[str, int]:
     """Disruptions each NodePool allows now for ``reason``."""
-    out: dict[str, int] = {}
-    for nodepool in snapshot.nodepools:
-        name = nodepool.metadata.name
-        nodes = [n for n in snapshot.nodes if n.nodepool == name and n.initialized]
-        budgets = [b.model_dump(exclude_none=True) for b in nodepool.spec.disruption.budgets]
-        disrupting = sum(1 for n in nodes if n.deleting)
-        out[name or ""] = allowed_disruptions(budgets, reason, len(nodes), disrupting, now)
-    return out
+    return allowed_by_nodepool(snapshot.nodepools, snapshot.nodes, reason, now)
 
 
 def _allowed(candidates_: Sequence[Candidate], allowed: dict[str, int]) -> list[Candidate]:

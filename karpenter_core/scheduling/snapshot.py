@@ -296,6 +296,7 @@ class NodeInfo:
         "last_pod_event",
         "name",
         "nodepool",
+        "not_ready",
         "pods",
         "provider_id",
         "taints",
@@ -327,6 +328,9 @@ class NodeInfo:
         self.nodepool = self.labels.get(wk.NODEPOOL)
         self.initialized = initialized
         self.deleting = deleting
+        self.not_ready = False
+        """The node reports a Ready condition that is not True (disruption budgets count it as
+        disrupting)."""
         self.annotations = dict(annotations or {})
         self.created = created
         self.last_pod_event = 0.0
@@ -346,7 +350,7 @@ class NodeInfo:
         capacity = status.get("capacity") or status.get("allocatable") or {}
         allocatable = status.get("allocatable") or capacity
         taints = tuple(Taint.from_manifest(t) for t in spec.get("taints") or ())
-        return cls(
+        node = cls(
             str(meta.get("name") or ""),
             meta.get("labels") or {},
             _resources(allocatable, "status.allocatable"),
@@ -362,6 +366,11 @@ class NodeInfo:
             created=_timestamp(meta.get("creationTimestamp")),
             deleting=bool(meta.get("deletionTimestamp")) or bool(spec.get("unschedulable")),
         )
+        node.not_ready = any(
+            c.get("type") == "Ready" and c.get("status") != "True"
+            for c in status.get("conditions") or ()
+        )
+        return node
 
     def label_requirements(self) -> Requirements:
         """The node's labels as requirements (computed once: labels do not change)."""
