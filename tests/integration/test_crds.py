@@ -117,3 +117,21 @@ def test_min_values_above_the_number_of_values_is_rejected(objects: ClusterObjec
         },
     )
     assert MIN_VALUES_MESSAGE in message
+
+
+@pytest.mark.parametrize("policy", ["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"])
+def test_every_consolidation_policy_is_accepted(objects: ClusterObjects, policy: str) -> None:
+    spec = {**_node_pool_spec([]), "disruption": {"consolidationPolicy": policy}}
+    created = objects.create("nodepools", "NodePool", spec)
+
+    stored = objects.read("nodepools", created["metadata"]["name"])["spec"]["disruption"]
+    assert stored["consolidationPolicy"] == policy
+
+
+def test_a_misspelt_consolidation_policy_is_rejected(objects: ClusterObjects) -> None:
+    spec = {**_node_pool_spec([]), "disruption": {"consolidationPolicy": "balanced"}}
+    with pytest.raises(client.ApiException) as caught:
+        objects.create("nodepools", "NodePool", spec)
+    assert caught.value.status == 422
+    message = json.loads(caught.value.body)["message"]
+    assert 'spec.disruption.consolidationPolicy: Unsupported value: "balanced"' in message

@@ -370,7 +370,7 @@ INVALID_NODEPOOLS = [
     pytest.param(
         edited(NODEPOOL, ("spec", "disruption", "consolidationPolicy"), "Always"),
         ("spec", "disruption", "consolidationPolicy"),
-        "'WhenEmptyOrUnderutilized' or 'WhenEmpty'",
+        "'WhenEmptyOrUnderutilized', 'WhenEmpty' or 'Balanced'",
         id="unknown-policy",
     ),
     pytest.param(

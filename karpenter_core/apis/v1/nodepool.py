@@ -56,7 +56,7 @@ NODEPOOL_PRINTER_COLUMNS = (
 )
 """``kubectl get nodepools`` columns (``-o wide`` adds those of priority 1)."""
 
-ConsolidationPolicy = Literal["WhenEmptyOrUnderutilized", "WhenEmpty"]
+ConsolidationPolicy = Literal["WhenEmptyOrUnderutilized", "WhenEmpty", "Balanced"]
 DisruptionReason = Literal["Underutilized", "Empty", "Drifted"]
 
 _BUDGET_NODES_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
@@ -155,7 +155,9 @@ class Disruption(KubeModel):
     """How long a node must have had no pod added or removed before it may be consolidated, or
     Never."""
     consolidation_policy: ConsolidationPolicy = "WhenEmptyOrUnderutilized"
-    """Which nodes consolidation may remove: WhenEmptyOrUnderutilized or only WhenEmpty."""
+    """Which nodes consolidation may remove: WhenEmptyOrUnderutilized (any move that saves),
+    WhenEmpty (only empty nodes) or Balanced (a move only when its share of the NodePool's cost
+    saved is at least half its share of the NodePool's disruption cost)."""
     budgets: Annotated[
         list[Budget],
         KubeSchema(list_type="atomic", keywords={"default": [{"nodes": "10%"}]}),
