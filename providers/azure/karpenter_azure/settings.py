@@ -1,0 +1,327 @@
+"""Settings of the Azure provider: CLI flags ``--<name>`` or environment variables.
+
+The environment variable names are upstream's (the karpenter-provider-azure Helm chart sets
+them), so one deployment's values serve both.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from karpenter_core.cloudprovider.plugin import ProviderOption
+from karpenter_core.cloudprovider.types import CloudProviderError
+
+__all__ = [
+    "FALLBACK_REGION",
+    "NETWORK_PLUGINS",
+    "NETWORK_PLUGIN_MODES",
+    "OPTIONS",
+    "AzureSettings",
+    "SettingsError",
+]
+
+NETWORK_PLUGINS = ("azure", "kubenet", "none")
+"""Values of ``--network-plugin`` (``none``: bring your own CNI)."""
+NETWORK_PLUGIN_MODES = ("overlay", "")
+"""Values of ``--network-plugin-mode`` ("" : the node subnet holds the pods' addresses)."""
+
+OPTIONS = (
+    ProviderOption(
+        "cluster-name",
+        "Name of the AKS cluster; tags every VM and NIC Karpenter creates (required to launch)",
+        env="CLUSTER_NAME",
+        simulate=False,
+    ),
+    ProviderOption(
+        "region",
+        "Azure location of the cluster, e.g. eastus (offline, eastus when none is set)",
+        env="LOCATION",
+    ),
+    ProviderOption(
+        "subscription-id",
+        "Subscription of the cluster's node resource group (required to launch)",
+        env="ARM_SUBSCRIPTION_ID",
+        simulate=False,
+    ),
+    ProviderOption(
+        "resource-group",
+        "Resource group of the AKS cluster resource",
+        env="ARM_RESOURCE_GROUP",
+        simulate=False,
+    ),
+    ProviderOption(
+        "node-resource-group",
+        "Resource group AKS manages for the cluster's nodes; VMs and NICs go there (required "
+        "to launch)",
+        env="AZURE_NODE_RESOURCE_GROUP",
+        simulate=False,
+    ),
+    ProviderOption(
+        "vnet-subnet-id",
+        "ARM ID of the subnet for nodes of AKSNodeClasses without spec.vnetSubnetID",
+        env="VNET_SUBNET_ID",
+        simulate=False,
+    ),
+    ProviderOption(
+        "network-plugin",
+        "Network plugin of the cluster: azure, kubenet or none (pods per node follow it)",
+        default="azure",
+        env="NETWORK_PLUGIN",
+    ),
+    ProviderOption(
+        "network-plugin-mode",
+        "Network plugin mode: overlay, or empty for pod addresses from the node subnet",
+        default="overlay",
+        env="NETWORK_PLUGIN_MODE",
+    ),
+    ProviderOption(
+        "node-identities",
+        "ARM IDs of the user-assigned identities given to every VM, comma-separated (the "
+        "kubelet identity first)",
+        env="NODE_IDENTITIES",
+        simulate=False,
+    ),
+    ProviderOption(
+        "kubelet-identity-client-id",
+        "Client ID of the kubelet identity (nodes' cloud-provider config; drift when it changes)",
+        env="KUBELET_IDENTITY_CLIENT_ID",
+        simulate=False,
+    ),
+    ProviderOption(
+        "ssh-public-key",
+        "OpenSSH public key of the VMs' admin user (required to launch)",
+        env="SSH_PUBLIC_KEY",
+        simulate=False,
+    ),
+    ProviderOption(
+        "linux-admin-username",
+        "Admin user name of the VMs",
+        default="azureuser",
+        env="LINUX_ADMIN_USERNAME",
+        simulate=False,
+    ),
+    ProviderOption(
+        "cluster-endpoint",
+        "Kubernetes API endpoint nodes join (https URL; required to launch)",
+        env="CLUSTER_ENDPOINT",
+        simulate=False,
+    ),
+    ProviderOption(
+        "cluster-ca-bundle",
+        "Base64 CA bundle of the API server, written into the nodes' bootstrap kubeconfig",
+        env="CLUSTER_CA_BUNDLE",
+        simulate=False,
+    ),
+    ProviderOption(
+        "kubelet-bootstrap-token",
+        "Bootstrap token (<id>.<secret>) the kubelet joins with (required to launch)",
+        env="KUBELET_BOOTSTRAP_TOKEN",
+        simulate=False,
+    ),
+    ProviderOption(
+        "vm-memory-overhead-percent",
+        "Fraction of a VM's memory the hypervisor keeps",
+        default="0.075",
+        env="VM_MEMORY_OVERHEAD_PERCENT",
+    ),
+    ProviderOption(
+        "arm-endpoint-url",
+        "Azure Resource Manager endpoint (testing against a fake ARM server; default: public "
+        "Azure's)",
+        env="ARM_ENDPOINT_URL",
+        simulate=False,
+    ),
+    ProviderOption(
+        "arm-ca-bundle",
+        "PEM file of CAs trusted for ARM and the token endpoint (testing against a fake ARM "
+        "server with a test CA)",
+        env="ARM_CA_BUNDLE",
+        simulate=False,
+    ),
+)
+
+FALLBACK_REGION = "eastus"
+"""The location an offline simulation uses when none is configured."""
+PUBLIC_ARM_ENDPOINT = "https://management.azure.com"
+"""Public Azure's Resource Manager."""
+
+_REGION = re.compile(r"[a-z][a-z0-9]{1,40}")
+"""An Azure location name (``eastus``, ``westeurope2``): lower-case letters and digits."""
+_GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_RESOURCE_GROUP = re.compile(r"[-\w._()]{1,90}")
+_NAME = re.compile(r"[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?")
+_SUBNET_ID = re.compile(
+    r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/"
+    r"virtualNetworks/[^/]+/subnets/[^/]+",
+    re.IGNORECASE,
+)
+_IDENTITY_ID = re.compile(
+    r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.ManagedIdentity/"
+    r"userAssignedIdentities/[^/]+",
+    re.IGNORECASE,
+)
+_BOOTSTRAP_TOKEN = re.compile(r"[a-z0-9]{6}\.[a-z0-9]{16}")
+
+
+class SettingsError(CloudProviderError):
+    """A provider setting has a value that cannot be used."""
+
+
+@dataclass(frozen=True, slots=True)
+class AzureSettings:
+    """The Azure provider's settings, parsed."""
+
+    cluster_name: str = ""
+    region: str = ""
+    subscription_id: str = ""
+    resource_group: str = ""
+    node_resource_group: str = ""
+    vnet_subnet_id: str = ""
+    network_plugin: str = "azure"
+    network_plugin_mode: str = "overlay"
+    node_identities: tuple[str, ...] = ()
+    kubelet_identity_client_id: str = ""
+    ssh_public_key: str = ""
+    linux_admin_username: str = "azureuser"
+    cluster_endpoint: str = ""
+    cluster_ca_bundle: str = ""
+    kubelet_bootstrap_token: str = ""
+    vm_memory_overhead_percent: float = 0.075
+    arm_endpoint_url: str = ""
+    arm_ca_bundle: str = ""
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> AzureSettings:
+        """Parse option values keyed by option name (missing or None: the default)."""
+        defaults = {option.name: option.default for option in OPTIONS}
+
+        def get(name: str, parse: Callable[[str], Any]) -> Any:
+            raw = values.get(name)
+            if raw is None:
+                raw = defaults[name]
+            if raw is None:
+                raw = ""
+            try:
+                return parse(str(raw))
+            except ValueError as error:
+                raise SettingsError(f"--{name}: {error}") from None
+
+        return cls(
+            cluster_name=get("cluster-name", _matching(_NAME, "a cluster name")),
+            region=get("region", _region),
+            subscription_id=get("subscription-id", _matching(_GUID, "a subscription ID (GUID)")),
+            resource_group=get("resource-group", _matching(_RESOURCE_GROUP, "a resource group")),
+            node_resource_group=get(
+                "node-resource-group", _matching(_RESOURCE_GROUP, "a resource group")
+            ),
+            vnet_subnet_id=get("vnet-subnet-id", _matching(_SUBNET_ID, "a subnet's ARM ID")),
+            network_plugin=get("network-plugin", _choice(NETWORK_PLUGINS)),
+            network_plugin_mode=get("network-plugin-mode", _choice(NETWORK_PLUGIN_MODES)),
+            node_identities=get("node-identities", _identities),
+            kubelet_identity_client_id=get(
+                "kubelet-identity-client-id", _matching(_GUID, "a client ID (GUID)")
+            ),
+            ssh_public_key=get("ssh-public-key", _ssh_key),
+            linux_admin_username=get("linux-admin-username", _matching(_NAME, "a Linux user name")),
+            cluster_endpoint=get("cluster-endpoint", _https_url),
+            cluster_ca_bundle=get("cluster-ca-bundle", str.strip),
+            kubelet_bootstrap_token=get(
+                "kubelet-bootstrap-token",
+                _matching(_BOOTSTRAP_TOKEN, "a bootstrap token (<6 chars>.<16 chars>)"),
+            ),
+            vm_memory_overhead_percent=get("vm-memory-overhead-percent", _fraction),
+            arm_endpoint_url=get("arm-endpoint-url", _https_url),
+            arm_ca_bundle=get("arm-ca-bundle", str.strip),
+        )
+
+    @property
+    def arm_endpoint(self) -> str:
+        """The Resource Manager endpoint the clients talk to."""
+        return self.arm_endpoint_url or PUBLIC_ARM_ENDPOINT
+
+    def launch_problems(self) -> list[str]:
+        """The settings a launch needs that are missing, as ``--flag (ENV)`` strings."""
+        required = {
+            "cluster-name": self.cluster_name,
+            "subscription-id": self.subscription_id,
+            "node-resource-group": self.node_resource_group,
+            "region": self.region,
+            "ssh-public-key": self.ssh_public_key,
+            "cluster-endpoint": self.cluster_endpoint,
+            "kubelet-bootstrap-token": self.kubelet_bootstrap_token,
+        }
+        env = {option.name: option.env for option in OPTIONS}
+        return [f"--{name} ({env[name]})" for name, value in required.items() if not value]
+
+
+def _region(text: str) -> str:
+    region = text.strip()
+    if region and _REGION.fullmatch(region) is None:
+        raise ValueError(f"{text!r} is not an Azure location name (e.g. eastus)")
+    return region
+
+
+def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip()
+        if value and pattern.fullmatch(value) is None:
+            raise ValueError(f"{text!r} is not {what}")
+        return value
+
+    return parse
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            shown = ", ".join(repr(c) for c in choices)
+            raise ValueError(f"{text!r} is not one of {shown}")
+        return value
+
+    return parse
+
+
+def _identities(text: str) -> tuple[str, ...]:
+    parts = tuple(part.strip() for part in text.split(",") if part.strip())
+    for part in parts:
+        if _IDENTITY_ID.fullmatch(part) is None:
+            raise ValueError(f"{part!r} is not a user-assigned identity's ARM ID")
+    return parts
+
+
+def _ssh_key(text: str) -> str:
+    key = text.strip()
+    if key and not re.fullmatch(
+        r"(ssh-(rsa|ed25519)|ecdsa-sha2-nistp\d+) [A-Za-z0-9+/=]+( .*)?", key
+    ):
+        raise ValueError("is not an OpenSSH public key (ssh-rsa AAAA... or ssh-ed25519 AAAA...)")
+    return key
+
+
+def _https_url(text: str) -> str:
+    url = text.strip()
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+        valid = parts.scheme == "https" and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a malformed IPv6 host or port
+        valid = False
+    if not valid:
+        raise ValueError(f"{text!r} is not an https URL (e.g. https://10.0.0.1:443)")
+    return url.rstrip("/")
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < 1:
+        raise ValueError(f"{text!r} is not a fraction between 0 and 1 (e.g. 0.075)")
+    return value
