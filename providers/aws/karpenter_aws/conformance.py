@@ -7,12 +7,9 @@ for discovery, EKS-optimized and Bottlerocket images with their SSM parameters, 
 the EC2NodeClass controller makes an instance profile for). The fake cloud offers a handful of
 instance types (moto knows ~1,400; listing them costs seconds per provider). EC2 has no fault
 injection, so ``insufficient_capacity`` takes the refused offerings out of CreateFleet requests
-in the server and reports them in the response's ``Errors``, as EC2 does; ``cloud_errors`` makes chosen
-EC2 actions answer ``RequestLimitExceeded`` (HTTP 503, as EC2 throttles) in the server until
-``clear_faults``. moto's CreateFleet puts
-every instance in its VPC's default security group whatever the launch template says, so the
-NodeClass selects that group (any other would read as security group drift). Needs
-``moto[server]`` (``pip install 'karpenter-aws[conformance]'``).
+in the server and reports them in the response's ``Errors``, as EC2 does; ``cloud_errors`` makes
+chosen EC2 actions answer ``RequestLimitExceeded`` (HTTP 503, as EC2 throttles) in the server
+until ``clear_faults``. Needs ``moto[server]`` (``pip install 'karpenter-aws[conformance]'``).
 """
 
 from __future__ import annotations
@@ -148,8 +145,8 @@ class AWSProfile:
         }
 
     def node_class(self, ready: bool = True) -> dict[str, Any]:
-        """The default EC2NodeClass, with the seeded node role, subnets found by their discovery
-        tag and the VPC's default security group, and the status its controller would write."""
+        """The default EC2NodeClass, with the seeded node role, subnets and security group found
+        by their discovery tag, and the status its controller would write."""
         manifest: dict[str, Any] = {
             "apiVersion": "karpenter.k8s.aws/v1",
             "kind": "EC2NodeClass",
@@ -157,9 +154,7 @@ class AWSProfile:
             "spec": {
                 "role": self._seeded.node_role,
                 "subnetSelectorTerms": [{"tags": {DISCOVERY_TAG: CLUSTER_NAME}}],
-                "securityGroupSelectorTerms": [
-                    {"id": group["id"]} for group in self._status["securityGroups"]
-                ],
+                "securityGroupSelectorTerms": [{"tags": {DISCOVERY_TAG: CLUSTER_NAME}}],
                 "amiSelectorTerms": [{"alias": AMI_ALIAS}],
             },
         }
@@ -251,25 +246,20 @@ class AWSProfile:
         backend.create_fleet = create_fleet
 
     def _status_of(self, account: moto_account.AWSEnv) -> dict[str, Any]:
-        """The subnets and the VPC's default security group of the seeded account, as a
-        NodeClass status."""
+        """The subnets and the security group of the seeded account, as a NodeClass status."""
         ec2 = self._client("ec2")
         zone_ids = {
             subnet["SubnetId"]: subnet["AvailabilityZoneId"]
             for subnet in ec2.describe_subnets(SubnetIds=account.subnet_list)["Subnets"]
         }
-        [default] = ec2.describe_security_groups(
-            Filters=[
-                {"Name": "vpc-id", "Values": [account.vpc_id]},
-                {"Name": "group-name", "Values": ["default"]},
-            ]
-        )["SecurityGroups"]
         return {
             "subnets": [
                 {"id": subnet_id, "zone": zone, "zoneID": zone_ids[subnet_id]}
                 for zone, subnet_id in sorted(account.subnet_ids.items())
             ],
-            "securityGroups": [{"id": default["GroupId"], "name": default["GroupName"]}],
+            "securityGroups": [
+                {"id": account.security_group_id, "name": account.security_group_name}
+            ],
             "instanceProfile": f"{CLUSTER_NAME}_profile",
         }
 

@@ -201,10 +201,67 @@ def start_server() -> tuple[ThreadedMotoServer, str]:
     os.environ["MOTO_EC2_LOAD_DEFAULT_AMIS"] = "false"
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
+    _apply_launch_template_security_groups()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     return server, f"http://{host}:{port}"
+
+
+def _template_security_groups(data: Mapping[str, Any]) -> list[str]:
+    """The security groups a launch template's data gives an instance: ``SecurityGroupIds``, or
+    the groups of its primary network interface."""
+    if data.get("SecurityGroupIds"):
+        return list(data["SecurityGroupIds"])
+    for interface in data.get("NetworkInterfaces") or ():
+        if str(interface.get("DeviceIndex", "0")) == "0" and interface.get("Groups"):
+            return list(interface["Groups"])
+    return []
+
+
+def _fleet_template_groups(backend: Any, spec: Mapping[str, Any]) -> list[str]:
+    """The security groups of the template version a fleet's launch template config names."""
+    if "LaunchTemplateId" in spec:
+        template = backend.get_launch_template(template_id=spec["LaunchTemplateId"])
+    elif "LaunchTemplateName" in spec:
+        template = backend.get_launch_template_by_name(name=spec["LaunchTemplateName"])
+    else:
+        return []
+    version = spec.get("Version", template.default_version_number)
+    if version == "$Latest":
+        version = template.latest_version_number
+    elif version == "$Default":
+        version = template.default_version_number
+    return _template_security_groups(template.get_version(version).data)
+
+
+def _apply_launch_template_security_groups() -> None:
+    """Make moto's CreateFleet give instances their launch template's security groups, as EC2
+    does. moto 5.2's fleets read only a ``GroupSet`` key that real templates never carry, so
+    every fleet instance came up without the groups its template names, and the AWS provider
+    saw each one as drifted (SecurityGroupDrift). Each override is handed the template's groups
+    under that key; idempotent."""
+    from moto.ec2.models.fleets import FleetsBackend
+
+    create_fleet: Any = FleetsBackend.create_fleet
+    if getattr(create_fleet, "_karpenter_template_groups", False):
+        return
+
+    def with_template_groups(backend: Any, **kwargs: Any) -> Any:
+        configs = []
+        for config in kwargs.pop("launch_template_configs", None) or []:
+            groups = _fleet_template_groups(
+                backend, config.get("LaunchTemplateSpecification") or {}
+            )
+            overrides = [
+                {"GroupSet": groups, **override} if groups else override
+                for override in config.get("Overrides") or [{}]
+            ]
+            configs.append({**config, "Overrides": overrides})
+        return create_fleet(backend, launch_template_configs=configs, **kwargs)
+
+    with_template_groups._karpenter_template_groups = True  # type: ignore[attr-defined]
+    FleetsBackend.create_fleet = with_template_groups  # type: ignore[method-assign,assignment]
 
 
 def reset(endpoint_url: str) -> None:

@@ -799,12 +799,11 @@ def test_list_shows_instances_whose_node_class_is_gone(env: Env) -> None:
 
 
 def launched_in_sync(env: Env) -> NodeClaim:
-    """A launched NodeClaim whose instance has the EC2NodeClass's security groups (moto does not
-    apply the launch template's)."""
+    """A launched NodeClaim whose instance came up with its launch template's security groups."""
     created = env.provider.create(claim())
-    env.aws.client("ec2").modify_instance_attribute(
-        InstanceId=instance_id(created), Groups=[env.aws.security_group_id]
-    )
+    described = env.aws.client("ec2").describe_instances(InstanceIds=[instance_id(created)])
+    groups = described["Reservations"][0]["Instances"][0]["SecurityGroups"]
+    assert [g["GroupId"] for g in groups] == [env.aws.security_group_id]
     return created
 
 

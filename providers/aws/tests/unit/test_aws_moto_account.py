@@ -111,3 +111,36 @@ def test_each_test_starts_from_a_reset_account(aws: AWSEnv) -> None:
     fresh = moto_account.seed(aws.endpoint_url)
     assert list(moto_account.instances(fresh)) == []
     assert fresh.subnet_ids != aws.subnet_ids
+
+
+@pytest.mark.parametrize("capacity_type", ["spot", "on-demand"])
+@pytest.mark.parametrize("placement", ["SecurityGroupIds", "NetworkInterfaces"])
+def test_fleet_instances_get_their_launch_template_security_groups(
+    aws: AWSEnv, capacity_type: str, placement: str
+) -> None:
+    ec2 = aws.client("ec2")
+    data: dict = {"ImageId": next(iter(aws.images.values()))}
+    if placement == "SecurityGroupIds":
+        data["SecurityGroupIds"] = [aws.security_group_id]
+    else:
+        data["NetworkInterfaces"] = [{"DeviceIndex": 0, "Groups": [aws.security_group_id]}]
+    ec2.create_launch_template(LaunchTemplateName="groups-test", LaunchTemplateData=data)
+    fleet = ec2.create_fleet(
+        Type="instant",
+        TargetCapacitySpecification={
+            "TotalTargetCapacity": 1,
+            "DefaultTargetCapacityType": capacity_type,
+        },
+        LaunchTemplateConfigs=[
+            {
+                "LaunchTemplateSpecification": {
+                    "LaunchTemplateName": "groups-test",
+                    "Version": "$Latest",
+                },
+                "Overrides": [{"InstanceType": "m5.large", "SubnetId": aws.subnet_list[0]}],
+            }
+        ],
+    )
+    (instance_id,) = fleet["Instances"][0]["InstanceIds"]
+    described = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"]
+    assert [g["GroupId"] for g in described[0]["SecurityGroups"]] == [aws.security_group_id]
