@@ -1,25 +1,30 @@
-"""Disruption: carry out, one at a time, the command the pure planner decides on.
+"""Disruption: carry out the commands the pure planner decides on, several at once.
 
 Every ``DISRUPTION_POLL_PERIOD`` the controller snapshots the cluster state as provisioning does
-(Ready NodePools only, instance types from the provider), asks
-``karpenter_core.disruption.planner.next_command`` for one command (nodes nominated for pending
-pods, or already being disrupted, are left out) and orchestrates it:
+(Ready NodePools only, instance types from the provider), looks at it as it will be once the
+commands in flight are done (``disruption_queue.as_it_will_be``: their candidates' pods pending,
+their replacements present as launching capacity, PodDisruptionBudgets less the evictions to
+come), and asks ``karpenter_core.disruption.planner.next_command`` for a command (nodes
+nominated for pending pods, or already being disrupted, are left out). It starts each command
+and asks again at once, until the planner has nothing more within the budgets:
 
 1. consolidation (empty, underutilized) waits ``DISRUPTION_VALIDATION_DELAY`` and is computed
    again; it goes ahead only if the same nodes come out (drift and expiration go at once;
    expiration, as upstream's, launches no replacement: its pods go pending and provisioning
    launches what they need);
 2. the candidate Nodes are tainted ``karpenter.sh/disrupted:NoSchedule`` and marked for deletion
-   in the cluster state;
+   in the cluster state (so they count against their NodePool's budget);
 3. replacement NodeClaims are created exactly as provisioning creates them
-   (``nodeclaim_manifest``), and waited for until Initialized, at most
-   ``replacement_timeout`` (on timeout: untaint, unmark, delete the replacements);
+   (``nodeclaim_manifest``), and the command joins the queue of commands in flight
+   (``disruption_queue.CommandQueue``), whose thread waits for them to be Initialized, at most
+   ``replacement_timeout`` (on timeout, or a replacement lost: untaint, unmark, delete the
+   replacements);
 4. the candidate NodeClaims are deleted; termination drains them.
 
-A command lives only in the controller's memory. Each pass therefore starts by taking the
-disrupted taint off every node no command holds and that is not going away
+Commands live only in the controller's memory. Each pass therefore starts by taking the
+disrupted taint off every node no command in flight holds and that is not going away
 (``stale_disruption_taints``), as upstream does: a controller killed mid-command leaves no node
-unschedulable for good.
+unschedulable for good, and its next decisions are computed again from the cluster.
 
 Events (DisruptionLaunching, DisruptionWaitingReadiness, DisruptionTerminating,
 DisruptionBlocked, Unconsolidatable) and metrics
@@ -32,11 +37,12 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.cloudprovider.validation import instance_types_of
+from karpenter_core.controllers.disruption_queue import CommandQueue, InFlight, as_it_will_be
 from karpenter_core.controllers.objects import (
     NODECLAIMS,
     name_of,
@@ -124,7 +130,8 @@ def _ready(nodepool: NodePool) -> bool:
 
 
 class DisruptionController(LoopController):
-    """Finds and carries out one disruption command per pass."""
+    """Finds disruption commands and starts them; a queue finishes them when their replacements
+    are up."""
 
     name = "disruption"
 
@@ -133,12 +140,28 @@ class DisruptionController(LoopController):
         self.context = context
         self.period = context.settings.disruption_poll_period
         self.timeout = timeout
+        self.queue = CommandQueue()
         self._stop = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
-        """Loop until ``stop`` is set (waits inside a pass end early too)."""
+        """Loop until ``stop`` is set (waits inside a pass end early too), with the queue of
+        commands in flight advanced by its own thread."""
         self._stop = stop
-        super().run(stop)
+        worker = threading.Thread(
+            target=self._run_queue, args=(stop,), name="disruption-queue", daemon=True
+        )
+        worker.start()
+        try:
+            super().run(stop)
+        finally:
+            worker.join()
+
+    def _run_queue(self, stop: threading.Event) -> None:
+        while not stop.wait(WAIT_POLL):
+            try:
+                self.advance()
+            except Exception:
+                log.exception("disruption: advancing the commands in flight failed")
 
     # -- deciding ---------------------------------------------------------------------------
 
@@ -154,7 +177,7 @@ class DisruptionController(LoopController):
         catalog = {it.name: it for types in instance_types.values() for it in types}
         snapshot = context.state.snapshot(instance_types)
         snapshot.nodeclaims = with_expected_allocatable(snapshot.nodeclaims, catalog)
-        return snapshot, {np.metadata.name or "": np for np in nodepools}
+        return as_it_will_be(snapshot), {np.metadata.name or "": np for np in nodepools}
 
     def _excluded(self, snapshot: Snapshot) -> set[str]:
         """Nodes a pending pod is nominated to (by node or NodeClaim name)."""
@@ -238,17 +261,23 @@ class DisruptionController(LoopController):
                 )
 
     def reconcile(self) -> None:
-        """One pass: release stale taints, decide, validate, orchestrate."""
+        """One pass: release stale taints, then decide, validate and start commands until the
+        planner has nothing more (budgets and PodDisruptionBudgets bound how many run at once)."""
         if not self.context.state.wait_for_sync(0.5):
             return
-        self.release_stale_taints()
+        self.release_stale_taints(self.queue.held())
+        while not self._stop.is_set() and self._next():
+            pass
+
+    def _next(self) -> bool:
+        """Decide, validate and start one command; False when there is none or it failed."""
         command, snapshot, nodepools, blocked = self._decide()
         self._publish_blocked(snapshot, blocked)
         if command is None:
-            return
+            return False
         if command.reason in ("empty", "underutilized"):
             if self._stop.wait(self.context.settings.disruption_validation_delay):
-                return
+                return False
             again, _, nodepools, _ = self._decide()
             if again is None or again.reason != command.reason or _names(again) != _names(command):
                 log.info(
@@ -256,24 +285,24 @@ class DisruptionController(LoopController):
                     extra={"reason": command.reason, "nodes": _names(command)},
                 )
                 metrics.DISRUPTION_FAILED_VALIDATIONS.labels(consolidation_type(command)).inc()
-                return
+                return False
             command = again
-        self.execute(command, nodepools)
+        return self.start(command, nodepools)
 
     # -- orchestrating ----------------------------------------------------------------------
 
-    def execute(self, command: Command, nodepools: dict[str, NodePool]) -> bool:
-        """Taint, mark, launch replacements, wait for them, delete the candidates. False if
-        the command was rolled back."""
+    def start(self, command: Command, nodepools: dict[str, NodePool]) -> bool:
+        """Taint and mark the candidates and launch the replacements; the queue finishes the
+        command once they are Initialized (at once without replacements). False if it was rolled
+        back."""
         context = self.context
         state = context.state
         nodes = [c.node for c in command.candidates]
-        claims = {
-            c.name: claim
+        claim_names = [
+            claim.metadata.name or ""
             for c in command.candidates
             if c.node.provider_id and (claim := state.nodeclaim_for_node(c.node)) is not None
-        }
-        claim_names = [claim.metadata.name or "" for claim in claims.values()]
+        ]
         log.info(
             "disrupting",
             extra={
@@ -283,12 +312,16 @@ class DisruptionController(LoopController):
                 "nodeclaims": claim_names,
                 "replacements": len(command.replacements),
                 "savings_per_hour": round(command.savings_per_hour, 4),
+                "in_flight": len(self.queue),
             },
         )
         for node in nodes:
             self._set_taint(node.name, present=True)
         state.mark_for_deletion([*(n.name for n in nodes), *claim_names])
-        created: list[str] = []
+        timeout = self.timeout
+        if timeout is None:
+            timeout = replacement_timeout(len(self.queue) + 1)
+        item = InFlight(command, claim_names, [], time.monotonic() + timeout)
         try:
             for replacement in command.replacements:
                 nodepool = nodepools.get(replacement.nodepool) or state.nodepool(
@@ -301,25 +334,72 @@ class DisruptionController(LoopController):
                 )
                 obj = context.client.create(NODECLAIMS, manifest)
                 state.update_nodeclaim(obj)
-                created.append(name_of(obj))
+                item.created.append(name_of(obj))
                 metrics.nodeclaim_created(command.reason, replacement.nodepool)
         except Exception:
             log.exception("launching replacements failed; rolling back")
-            self._rollback(command, claim_names, created)
+            self._rollback(item)
             return False
-        if created:
-            for node in nodes:
-                context.events.publish(
-                    node,
-                    "Normal",
-                    Reason.DISRUPTION_LAUNCHING,
-                    f"Launching NodeClaim: {', '.join(created)} ({command.reason})",
+        if not item.created:
+            self._finish(item)
+            return True
+        for node in nodes:
+            context.events.publish(
+                node,
+                "Normal",
+                Reason.DISRUPTION_LAUNCHING,
+                f"Launching NodeClaim: {', '.join(item.created)} ({command.reason})",
+            )
+        self.queue.add(item)
+        return True
+
+    def advance(self) -> None:
+        """Look at every command in flight: finish those whose replacements are all
+        Initialized, roll back those that lost one or ran out of time."""
+        state = self.context.state
+        for item in self.queue.items():
+            claims = [state.nodeclaim(name) for name in item.created]
+            if any(c is None or c.metadata.deletion_timestamp is not None for c in claims):
+                log.info(
+                    "a replacement went away; rolling back", extra={"nodeclaims": item.created}
                 )
-            if not self._wait_initialized(command, created):
-                self._rollback(command, claim_names, created)
-                return False
+            elif all(c is not None and status_true(c, "Initialized") for c in claims):
+                self.queue.remove(item)
+                self._finish(item)
+                continue
+            elif time.monotonic() < item.deadline:
+                self._announce(item)
+                continue
+            else:
+                log.info(
+                    "replacements not initialized in time; rolling back",
+                    extra={"nodeclaims": item.created},
+                )
+            self.queue.remove(item)
+            self._rollback(item)
+
+    def _announce(self, item: InFlight) -> None:
+        if item.announced:
+            return
+        for candidate in item.command.candidates:
+            self.context.events.publish(
+                candidate.node,
+                "Normal",
+                Reason.DISRUPTION_WAITING_READINESS,
+                f"Waiting on readiness to continue disruption: {', '.join(item.created)}",
+            )
+        item.announced = True
+
+    def _finish(self, item: InFlight) -> None:
+        """Delete the candidates' NodeClaims (Nodes without one directly)."""
+        context = self.context
+        command = item.command
         for candidate in command.candidates:
-            claim = claims.get(candidate.name)
+            claim = (
+                context.state.nodeclaim_for_node(candidate.node)
+                if candidate.node.provider_id
+                else None
+            )
             path = (
                 nodeclaim_path(claim.metadata.name or "")
                 if claim is not None
@@ -337,51 +417,20 @@ class DisruptionController(LoopController):
         metrics.DISRUPTION_DECISIONS.labels(
             _decision(command), command.reason, consolidation_type(command)
         ).inc()
-        return True
 
-    def _wait_initialized(self, command: Command, created: Sequence[str]) -> bool:
-        state = self.context.state
-        timeout = self.timeout if self.timeout is not None else replacement_timeout(1)
-        deadline = time.monotonic() + timeout
-        announced = False
-        while time.monotonic() < deadline:
-            claims = [state.nodeclaim(name) for name in created]
-            if any(c is None or c.metadata.deletion_timestamp is not None for c in claims):
-                log.info("a replacement went away; rolling back", extra={"nodeclaims": created})
-                return False
-            if all(c is not None and status_true(c, "Initialized") for c in claims):
-                return True
-            if not announced:
-                for candidate in command.candidates:
-                    self.context.events.publish(
-                        candidate.node,
-                        "Normal",
-                        Reason.DISRUPTION_WAITING_READINESS,
-                        f"Waiting on readiness to continue disruption: {', '.join(created)}",
-                    )
-                announced = True
-            if self._stop.wait(WAIT_POLL):
-                return False
-        log.info(
-            "replacements not initialized in time; rolling back",
-            extra={"nodeclaims": list(created), "seconds": timeout},
-        )
-        return False
-
-    def _rollback(
-        self, command: Command, claim_names: Iterable[str], created: Iterable[str]
-    ) -> None:
+    def _rollback(self, item: InFlight) -> None:
         context = self.context
-        for name in created:
+        for name in item.created:
             with contextlib.suppress(NotFound):
                 context.client.delete(nodeclaim_path(name))
-        for candidate in command.candidates:
+        for candidate in item.command.candidates:
             self._set_taint(candidate.name, present=False)
-        context.state.unmark_for_deletion([*(c.name for c in command.candidates), *claim_names])
+        context.state.unmark_for_deletion(
+            [*(c.name for c in item.command.candidates), *item.claim_names]
+        )
 
     def release_stale_taints(self, held: Collection[str] = ()) -> None:
-        """Untaint the nodes no command holds (``held``: the nodes of commands in flight). The
-        controller runs its one command within a pass, so between passes nothing is held."""
+        """Untaint the nodes no command holds (``held``: the nodes of commands in flight)."""
         state = self.context.state
 
         def going(node: ClusterNode) -> bool:

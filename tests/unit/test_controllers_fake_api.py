@@ -322,3 +322,94 @@ def test_garbage_collection_deletes_an_instance_without_a_nodeclaim(cluster: Clu
         "the leaked instance deleted",
         timeout=TIMEOUT,
     )
+
+
+def _web_pod(cluster: Cluster, name: str, cpu: str, node: str | None = None) -> None:
+    """A pod of app=web that shares no node with another (required hostname anti-affinity):
+    pending if ``node`` is None, else bound to ``node`` and Running."""
+    term = {
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}],
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    cluster.kube.create(
+        PODS,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app": "web"}},
+            "spec": spec,
+        },
+    )
+    if node is None:
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+        cluster.kube.patch(f"{PODS}/{name}/status", {"status": {"conditions": [condition]}})
+    else:
+        cluster.bind(name, node)
+
+
+def _tainted(cluster: Cluster, names: set[str]) -> set[str]:
+    return {
+        n["metadata"]["name"]
+        for n in cluster.fake.items(NODES)
+        if n["metadata"]["name"] in names
+        and any(t["key"] == wk.DISRUPTED_TAINT_KEY for t in n["spec"].get("taints") or ())
+    }
+
+
+def test_consolidation_runs_commands_in_parallel_within_the_budget(cluster: Cluster) -> None:
+    # Four nodes, each holding one small pod that shares no node with another: each is replaced
+    # by a cheaper node, one command per node. The NodePool's budget allows 2 at once; the
+    # replacements stay unready until the test readies them, so two commands wait together and
+    # a third does not start.
+    nodepool = _nodepool("web", consolidationPolicy="WhenEmptyOrUnderutilized")
+    nodepool["spec"]["disruption"]["budgets"] = [{"nodes": "2"}]
+    cluster.kube.create(NODEPOOLS, nodepool)
+    for i in range(4):
+        _web_pod(cluster, f"big-{i}", cpu="3")
+    wait_until(lambda: len(cluster.fake.items(NODES)) == 4, "four KWOK nodes", timeout=TIMEOUT)
+    originals = sorted(n["metadata"]["name"] for n in cluster.fake.items(NODES))
+    for i, name in enumerate(originals):
+        cluster.node_ready(name)
+        cluster.kube.delete(f"{PODS}/big-{i}")
+        _web_pod(cluster, f"small-{i}", cpu="100m", node=name)
+    wait_until(
+        lambda: (
+            all(_conditions(c).get("Ready") == "True" for c in cluster.nodeclaims())
+            and all(cluster.operator.state.pod(f"default/small-{i}") is not None for i in range(4))
+        ),
+        "four ready NodeClaims with their small pods known",
+        timeout=TIMEOUT,
+    )
+    cluster.kube.patch(f"{NODEPOOLS}/web", {"spec": {"disruption": {"consolidateAfter": "0s"}}})
+
+    wait_until(
+        lambda: len(_tainted(cluster, set(originals))) == 2 and len(cluster.nodeclaims()) == 6,
+        "two commands in flight, each with its replacement",
+        timeout=TIMEOUT,
+    )
+    first = _tainted(cluster, set(originals))
+    for _ in range(10):  # five disruption poll periods: the budget holds the other two back
+        threading.Event().wait(0.1)
+        assert _tainted(cluster, set(originals)) == first
+        assert len(cluster.nodeclaims()) == 6
+    assert all(cluster.fake.object(f"{NODES}/{name}") for name in first), "not deleted yet"
+
+    for node in cluster.fake.items(NODES):
+        if node["metadata"]["name"] not in originals:
+            cluster.node_ready(node["metadata"]["name"])
+    wait_until(
+        lambda: all(
+            (cluster.fake.object(f"{NODES}/{name}") or {"metadata": {"deletionTimestamp": "x"}})[
+                "metadata"
+            ].get("deletionTimestamp")
+            for name in first
+        ),
+        "both commands finished: their nodes deleted once the replacements initialized",
+        timeout=TIMEOUT,
+    )

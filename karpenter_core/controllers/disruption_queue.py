@@ -1,0 +1,124 @@
+"""Disruption commands in flight, and the cluster as it will be once they are done.
+
+A command whose replacements are launching waits in the ``CommandQueue`` (upstream's
+orchestration queue) while the disruption controller goes on deciding: several commands that
+share no node run at once, each bounded by the NodePools' budgets (its candidates are marked for
+deletion, so they count as disrupting) and by the PodDisruptionBudgets (``as_it_will_be``).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from karpenter_core.disruption.candidates import reschedulable
+from karpenter_core.operator.state import ClusterPod
+from karpenter_core.scheduling.topology import LabelSelector
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from karpenter_core.disruption.planner import Command
+    from karpenter_core.scheduling.snapshot import PodInfo, Snapshot
+
+__all__ = ["CommandQueue", "InFlight", "as_it_will_be"]
+
+
+@dataclass(slots=True)
+class InFlight:
+    """A command whose candidates are tainted and marked and whose replacements exist."""
+
+    command: Command
+    claim_names: list[str]
+    """The candidates' NodeClaims."""
+    created: list[str]
+    """The replacement NodeClaims, waited for until Initialized."""
+    deadline: float
+    """``time.monotonic()`` after which the command is rolled back."""
+    announced: bool = field(default=False)
+    """A DisruptionWaitingReadiness event was published."""
+
+    def nodes(self) -> set[str]:
+        """The candidates' Node names."""
+        return {c.name for c in self.command.candidates}
+
+
+class CommandQueue:
+    """The commands in flight (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[InFlight] = []
+
+    def add(self, item: InFlight) -> None:
+        """Start waiting for ``item``'s replacements."""
+        with self._lock:
+            self._items.append(item)
+
+    def remove(self, item: InFlight) -> None:
+        """Stop tracking ``item`` (finished or rolled back)."""
+        with self._lock:
+            self._items = [i for i in self._items if i is not item]
+
+    def items(self) -> list[InFlight]:
+        """The commands in flight, oldest first (a copy)."""
+        with self._lock:
+            return list(self._items)
+
+    def held(self) -> set[str]:
+        """The Nodes of every command in flight (their disrupted taints are not stale)."""
+        with self._lock:
+            return {name for item in self._items for name in item.nodes()}
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+def _leaving(pod: PodInfo) -> bool:
+    """The pod still has to be evicted (it is not terminating yet)."""
+    return not (isinstance(pod, ClusterPod) and pod.deletion_time is not None)
+
+
+def _covers(pdb: Mapping[str, Any], pod: PodInfo) -> bool:
+    meta = pdb.get("metadata") or {}
+    selector = LabelSelector.from_manifest((pdb.get("spec") or {}).get("selector"))
+    return (
+        str(meta.get("namespace") or "default") == pod.namespace
+        and selector is not None
+        and selector.matches(pod.labels)
+    )
+
+
+def as_it_will_be(snapshot: Snapshot) -> Snapshot:
+    """The cluster once its nodes being deleted are gone, as the next decision should see it
+    (pure). Their pods still to be evicted (not DaemonSet or mirror pods) join the pending pods,
+    so each simulation finds them a place on the replacements and other nodes before it frees
+    capacity; and every PodDisruptionBudget with a status allows as many fewer disruptions as
+    it covers such pods, which will be evicted without another decision."""
+    moving = [
+        pod
+        for node in snapshot.nodes
+        if node.deleting
+        for pod in reschedulable(node)
+        if _leaving(pod)
+    ]
+    if not moving:
+        return snapshot
+    pending = []
+    for pod in moving:
+        clone = copy.copy(pod)
+        clone.node_name = None
+        pending.append(clone)
+    pdbs = []
+    for pdb in snapshot.pdbs:
+        status = pdb.get("status") or {}
+        if "disruptionsAllowed" in status:
+            used = sum(1 for pod in moving if _covers(pdb, pod))
+            if used:
+                allowed = max(int(status["disruptionsAllowed"]) - used, 0)
+                pdb = {**pdb, "status": {**status, "disruptionsAllowed": allowed}}
+        pdbs.append(pdb)
+    return replace(snapshot, pending=[*snapshot.pending, *pending], pdbs=pdbs)
