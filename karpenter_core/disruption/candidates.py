@@ -16,7 +16,14 @@ if TYPE_CHECKING:
     from karpenter_core.cloudprovider.types import InstanceType, Offering
     from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 
-__all__ = ["Candidate", "PodDisruptionBudgets", "candidates", "reschedulable"]
+__all__ = [
+    "Candidate",
+    "PodDisruptionBudgets",
+    "candidates",
+    "eviction_cost",
+    "node_offering",
+    "reschedulable",
+]
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -27,7 +34,9 @@ def reschedulable(node: NodeInfo) -> list[PodInfo]:
     return [p for p in node.pods if not p.is_daemon() and MIRROR_ANNOTATION not in p.annotations]
 
 
-def _eviction_cost(pod: PodInfo) -> float:
+def eviction_cost(pod: PodInfo) -> float:
+    """Upstream's EvictionCost: 1, plus the pod-deletion-cost annotation / 2^27, plus the
+    priority / 2^25, clamped to [-10, 10]."""
     try:
         deletion = int(pod.annotations.get(DELETION_COST, "0"))
     except ValueError:
@@ -138,9 +147,11 @@ class Candidate:
         return f"Candidate({self.name})"
 
 
-def _offering(
+def node_offering(
     node: NodeInfo, types: Sequence[InstanceType]
 ) -> tuple[InstanceType | None, Offering | None]:
+    """The node's instance type among ``types`` and its offering (zone and capacity type), each
+    None when not found."""
     name = node.labels.get(wk.INSTANCE_TYPE)
     instance_type = next((it for it in types if it.name == name), None)
     if instance_type is None:
@@ -203,10 +214,10 @@ def candidates(
             blocked[node.name] = reason
             if not include_blocked:
                 continue
-        instance_type, offering = _offering(
+        instance_type, offering = node_offering(
             node, snapshot.instance_types.get(nodepool.metadata.name or "", ())
         )
-        cost = sum(_eviction_cost(p) for p in pods) * lifetime_remaining(node, nodepool, now)
+        cost = sum(eviction_cost(p) for p in pods) * lifetime_remaining(node, nodepool, now)
         out.append(Candidate(node, nodepool, instance_type, offering, pods, cost))
     out.sort(key=lambda c: (c.cost, c.name))
     return out, blocked

@@ -18,6 +18,7 @@ from datetime import datetime
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.duration import parse_nillable_duration
 from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
+from karpenter_core.disruption.balanced import Score, Scorer
 from karpenter_core.disruption.budgets import DRIFTED, EMPTY, UNDERUTILIZED, allowed_by_nodepool
 from karpenter_core.disruption.candidates import Candidate, candidates
 from karpenter_core.scheduling.requirements import Requirements
@@ -56,6 +57,8 @@ class Command:
     provisioned: list[NewNodeClaim] = field(default_factory=list)
     """New capacity provisioning launches afterwards for the candidates' pods that fit nowhere
     else (expiration launches no replacement first). Not part of the command."""
+    scores: list[Score] = field(default_factory=list)
+    """The move's score for each Balanced NodePool it takes nodes from (consolidation)."""
 
     @property
     def savings_per_hour(self) -> float:
@@ -140,7 +143,7 @@ def _unconsolidatable(candidate: Candidate, now: datetime) -> str:
 def _unconsolidatable_busy(candidate: Candidate) -> str:
     """Why consolidation may not move the pods of a node that has some ("" when it may)."""
     nodepool = candidate.nodepool
-    if nodepool.spec.disruption.consolidation_policy != "WhenEmptyOrUnderutilized":
+    if nodepool.spec.disruption.consolidation_policy == "WhenEmpty":
         return (
             f"NodePool {nodepool.metadata.name} has consolidationPolicy "
             f"{nodepool.spec.disruption.consolidation_policy} and the node has "
@@ -243,20 +246,30 @@ def _replacement(
 
 
 def _consolidate(
-    snapshot: Snapshot, candidates_: Sequence[Candidate], reason: str, options: Options
+    snapshot: Snapshot,
+    candidates_: Sequence[Candidate],
+    reason: str,
+    options: Options,
+    scorer: Scorer,
 ) -> Command | None:
+    if scorer.hopeless(candidates_):
+        return None  # a Balanced NodePool would refuse even deleting them outright
     results = _simulate(snapshot, candidates_, Minimize.NODECLAIMS, options)
     if _stranded(results, candidates_):
         return None
     needed = _needed(results, candidates_)
-    if not needed:
-        return Command(reason, list(candidates_))
     if len(needed) > 1:
         return None
-    replacement = _replacement(candidates_, needed[0], options)
-    if replacement is None:
+    command = Command(reason, list(candidates_))
+    if needed:
+        replacement = _replacement(candidates_, needed[0], options)
+        if replacement is None:
+            return None
+        command.replacements = [replacement]
+    if scorer.refusal(candidates_, command.savings_per_hour):
         return None
-    return Command(reason, list(candidates_), [replacement])
+    command.scores = scorer.scores(candidates_, command.savings_per_hour)
+    return command
 
 
 def _next_command(
@@ -285,12 +298,13 @@ def _next_command(
 
     underused = [c for c in consolidatable if c.pods and not _unconsolidatable_busy(c)]
     allowed = _budget(snapshot, UNDERUTILIZED, now)
+    scorer = Scorer(snapshot)
     multi = _within_budget(underused, allowed)[:MAX_MULTI_NODE]
     best = None
     low, high = 2, len(multi)
     while low <= high:
         middle = (low + high) // 2
-        command = _consolidate(snapshot, multi[:middle], "underutilized", options)
+        command = _consolidate(snapshot, multi[:middle], "underutilized", options, scorer)
         if command is not None:
             best, low = command, middle + 1
         else:
@@ -298,10 +312,11 @@ def _next_command(
     if best is not None:
         return best
     for candidate in _allowed(underused, allowed):
-        command = _consolidate(snapshot, [candidate], "underutilized", options)
+        command = _consolidate(snapshot, [candidate], "underutilized", options, scorer)
         if command is not None:
             return command
-        blocked.setdefault(candidate.name, "no cheaper placement for its pods")
+        refusal = scorer.refused.get(candidate.name, "no cheaper placement for its pods")
+        blocked.setdefault(candidate.name, refusal)
     return None
 
 
