@@ -87,28 +87,32 @@ def vm_name_of(provider_id: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ArmError:
-    """An ARM error: HTTP status, code and message (of the innermost detail naming a code)."""
+    """An ARM error: HTTP status, code and message, and the codes and messages of its
+    ``details``."""
 
     status: int
     code: str
     message: str
+    details: tuple[tuple[str, str], ...] = ()
+
+    def codes(self) -> list[tuple[str, str]]:
+        """The error's (code, message), then its details'."""
+        return [(self.code, self.message), *self.details]
 
 
 def arm_error(error: HttpResponseError) -> ArmError:
-    """The code and message of an ARM error response, looking into ``details`` for the
-    specific code (an allocation failure arrives as a ``details`` entry of a long-running
-    operation's error)."""
+    """The code, message and details of an ARM error response (a failed long-running
+    operation's error included)."""
     code = ""
     message = str(error.message or error)
+    details: list[tuple[str, str]] = []
     odata = getattr(error, "error", None)
     if odata is not None:
         code = odata.code or ""
         message = odata.message or message
-        for detail in getattr(odata, "details", None) or ():
-            if detail.code:
-                code, message = detail.code, detail.message or message
+        details = [(d.code or "", d.message or "") for d in getattr(odata, "details", None) or ()]
     status = error.status_code or (error.response.status_code if error.response else 0)
-    return ArmError(int(status or 0), code, message)
+    return ArmError(int(status or 0), code, message, tuple(details))
 
 
 @dataclass(frozen=True, slots=True)

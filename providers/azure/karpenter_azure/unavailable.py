@@ -161,9 +161,25 @@ def capacity_error(
     return the ``InsufficientCapacity`` to raise (the next create chooses another offering);
     None for any other error.
 
-    A zone is an offering's zone; "" is a regional (non-zonal) offering.
+    A zone is an offering's zone; "" is a regional (non-zonal) offering. The error's details
+    are read too: the first code that says something about capacity counts.
     """
-    code, message, name = error.code, error.message, instance_type.name
+    for code, message in error.codes():
+        mapped = _capacity_error(unavailable, code, message, instance_type, zone, capacity_type)
+        if mapped is not None:
+            return mapped
+    return None
+
+
+def _capacity_error(
+    unavailable: UnavailableOfferings,
+    code: str,
+    message: str,
+    instance_type: InstanceType,
+    zone: str,
+    capacity_type: str,
+) -> InsufficientCapacity | None:
+    name = instance_type.name
     lowered = message.lower()
     if code == "OperationNotAllowed" and "lowprioritycores" in lowered:
         unavailable.mark_spot(code, SUBSCRIPTION_QUOTA_TTL)
