@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
@@ -20,6 +21,7 @@ __all__ = [
     "Candidate",
     "PodDisruptionBudgets",
     "candidates",
+    "duration",
     "eviction_cost",
     "node_offering",
     "reschedulable",
@@ -165,9 +167,15 @@ def node_offering(
     return instance_type, offering
 
 
+@lru_cache(maxsize=256)
+def duration(text: str) -> timedelta | None:
+    """A NodePool's (validated) duration field read once, not once per node: ``Never`` is None."""
+    return parse_nillable_duration(text)
+
+
 def lifetime_remaining(node: NodeInfo, nodepool: NodePool, now: datetime) -> float:
     """The fraction of the node's expireAfter still ahead (1 without expiry)."""
-    expire = parse_nillable_duration(nodepool.spec.template.spec.expire_after)
+    expire = duration(nodepool.spec.template.spec.expire_after)
     if expire is None or not node.created or expire.total_seconds() <= 0:
         return 1.0
     age = now.timestamp() - node.created

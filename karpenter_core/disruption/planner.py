@@ -16,19 +16,19 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from karpenter_core.apis import labels as wk
-from karpenter_core.apis.duration import parse_nillable_duration
 from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
 from karpenter_core.disruption.balanced import Score, Scorer
 from karpenter_core.disruption.budgets import DRIFTED, EMPTY, UNDERUTILIZED, allowed_by_nodepool
-from karpenter_core.disruption.candidates import Candidate, candidates
+from karpenter_core.disruption.candidates import Candidate, candidates, duration
+from karpenter_core.disruption.simulation import Simulator, bound_to
 from karpenter_core.scheduling.requirements import Requirements
-from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results, schedule
-from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
+from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results
+from karpenter_core.scheduling.snapshot import NodeInfo, Snapshot
 
 __all__ = ["Command", "Options", "Plan", "as_node", "next_command", "plan"]
 
 MAX_MULTI_NODE = 100
-"""Candidates multi-node consolidation considers at most (upstream's cap)."""
+"""Candidates multi-node consolidation considers at most, by default (upstream's cap)."""
 SPOT_TO_SPOT_OPTIONS = 15
 """Cheaper spot types a spot-to-spot replacement needs, and keeps (upstream's rule)."""
 
@@ -45,6 +45,8 @@ class Options:
     """PREFERENCE_POLICY: ``Ignore`` drops pod preferences in every simulation."""
     min_values_policy: str = "Strict"
     """MIN_VALUES_POLICY: ``BestEffort`` lets a simulated NodeClaim relax minValues."""
+    max_multi_node: int = MAX_MULTI_NODE
+    """Nodes one multi-node consolidation command removes at most (within the budgets too)."""
 
 
 @dataclass(slots=True)
@@ -76,28 +78,13 @@ class Plan:
     blocked: dict[str, str] = field(default_factory=dict)
 
 
-def _bound(pod: PodInfo, node_name: str | None) -> PodInfo:
-    clone = copy.copy(pod)
-    clone.node_name = node_name
-    return clone
-
-
-def _simulate(
-    snapshot: Snapshot, removed: Sequence[Candidate], minimize: Minimize, options: Options
-) -> Results:
-    """Schedule the pending pods and the pods of ``removed`` on the cluster without them."""
-    names = {c.name for c in removed}
-    moved = [_bound(p, None) for c in removed for p in c.pods]
-    reduced = replace(
+def _simulator(snapshot: Snapshot, options: Options) -> Simulator:
+    """The simulations of one pass on ``snapshot``, under the operator's policies."""
+    return Simulator(
         snapshot,
-        nodes=[n for n in snapshot.nodes if n.name not in names],
-        pending=[*snapshot.pending, *moved],
-    )
-    return schedule(
-        reduced,
-        minimize,
         ignore_preferences=options.preference_policy == "Ignore",
         min_values_strict=options.min_values_policy != "BestEffort",
+        spot_to_spot=options.spot_to_spot,
     )
 
 
@@ -124,7 +111,7 @@ def _span(seconds: float) -> str:
 def _unconsolidatable(candidate: Candidate, now: datetime) -> str:
     """Why consolidation, emptiness included, may not act on the node now ("" when it may)."""
     disruption = candidate.nodepool.spec.disruption
-    after = parse_nillable_duration(disruption.consolidate_after)
+    after = duration(disruption.consolidate_after)
     if after is None:
         return f"NodePool {candidate.nodepool.metadata.name} has consolidateAfter Never"
     # consolidateAfter counts from the last pod event on the node, else from its creation.
@@ -175,18 +162,28 @@ def _within_budget(candidates_: Sequence[Candidate], allowed: dict[str, int]) ->
     return out
 
 
-def _drift_reason(candidate: Candidate, options: Options) -> str:
+def _drift_reason(
+    candidate: Candidate, options: Options, nodepools: dict[str, tuple[str, Requirements]]
+) -> str:
+    """Why the node has drifted ("" when it has not); ``nodepools`` keeps each NodePool's hash
+    and requirements for the pass."""
     node = candidate.node
-    manifest = candidate.nodepool.to_manifest()
+    name = candidate.nodepool.metadata.name or ""
+    if name not in nodepools:
+        manifest = candidate.nodepool.to_manifest()
+        template = manifest["spec"]["template"]["spec"]
+        nodepools[name] = (
+            nodepool_hash(manifest),
+            Requirements.from_node_selector(template.get("requirements") or ()),
+        )
+    expected, requirements = nodepools[name]
     annotations = node.annotations
     if (
         annotations.get(wk.NODEPOOL_HASH_VERSION) == HASH_VERSION
         and wk.NODEPOOL_HASH in annotations
-        and annotations[wk.NODEPOOL_HASH] != nodepool_hash(manifest)
+        and annotations[wk.NODEPOOL_HASH] != expected
     ):
         return "NodePoolDrifted"
-    template = manifest["spec"]["template"]["spec"]
-    requirements = Requirements.from_node_selector(template.get("requirements") or ())
     for key, requirement in requirements.items():
         value = node.labels.get(key)
         if value is not None and not requirement.has(value):
@@ -246,7 +243,7 @@ def _replacement(
 
 
 def _consolidate(
-    snapshot: Snapshot,
+    simulator: Simulator,
     candidates_: Sequence[Candidate],
     reason: str,
     options: Options,
@@ -254,7 +251,9 @@ def _consolidate(
 ) -> Command | None:
     if scorer.hopeless(candidates_):
         return None  # a Balanced NodePool would refuse even deleting them outright
-    results = _simulate(snapshot, candidates_, Minimize.NODECLAIMS, options)
+    if simulator.cannot_consolidate(candidates_):
+        return None
+    results = simulator.run(candidates_, Minimize.NODECLAIMS)
     if _stranded(results, candidates_):
         return None
     needed = _needed(results, candidates_)
@@ -284,27 +283,32 @@ def _next_command(
     found = [c for c in found if c.name not in exclude]
     consolidatable = [c for c in found if not _unconsolidatable(c, now)]
 
+    simulator = _simulator(snapshot, options)
     empty = [c for c in consolidatable if not c.pods]
     empty = _within_budget(empty, _budget(snapshot, EMPTY, now))
     if empty:
-        return Command("empty", empty)
+        # One command per NodePool: each NodePool's empty nodes go together, and the command
+        # queue runs the NodePools' commands side by side.
+        pool = empty[0].nodepool.metadata.name
+        return Command("empty", [c for c in empty if c.nodepool.metadata.name == pool])
 
-    drifted = [c for c in found if _drift_reason(c, options)]
+    compiled: dict[str, tuple[str, Requirements]] = {}
+    drifted = [c for c in found if _drift_reason(c, options, compiled)]
     drifted.sort(key=lambda c: (bool(c.pods), c.node.created, c.name))
     for candidate in _allowed(drifted, _budget(snapshot, DRIFTED, now)):
-        results = _simulate(snapshot, [candidate], Minimize.PRICE, options)
+        results = simulator.run([candidate], Minimize.PRICE)
         if not _stranded(results, [candidate]):
             return Command("drifted", [candidate], _needed(results, [candidate]))
 
     underused = [c for c in consolidatable if c.pods and not _unconsolidatable_busy(c)]
     allowed = _budget(snapshot, UNDERUTILIZED, now)
     scorer = Scorer(snapshot)
-    multi = _within_budget(underused, allowed)[:MAX_MULTI_NODE]
+    multi = _within_budget(underused, allowed)[: options.max_multi_node]
     best = None
     low, high = 2, len(multi)
     while low <= high:
         middle = (low + high) // 2
-        command = _consolidate(snapshot, multi[:middle], "underutilized", options, scorer)
+        command = _consolidate(simulator, multi[:middle], "underutilized", options, scorer)
         if command is not None:
             best, low = command, middle + 1
         else:
@@ -312,7 +316,7 @@ def _next_command(
     if best is not None:
         return best
     for candidate in _allowed(underused, allowed):
-        command = _consolidate(snapshot, [candidate], "underutilized", options, scorer)
+        command = _consolidate(simulator, [candidate], "underutilized", options, scorer)
         if command is not None:
             return command
         refusal = scorer.refused.get(candidate.name, "no cheaper placement for its pods")
@@ -325,7 +329,7 @@ def _expired(snapshot: Snapshot, now: datetime, exclude: Collection[str] = ()) -
     found, _ = candidates(snapshot, now, include_blocked=True)
     out = []
     for candidate in found:
-        expire = parse_nillable_duration(candidate.nodepool.spec.template.spec.expire_after)
+        expire = duration(candidate.nodepool.spec.template.spec.expire_after)
         if candidate.name in exclude or expire is None or not candidate.node.created:
             continue
         if now.timestamp() - candidate.node.created >= expire.total_seconds():
@@ -335,7 +339,7 @@ def _expired(snapshot: Snapshot, now: datetime, exclude: Collection[str] = ()) -
 
 def _expire(snapshot: Snapshot, candidate: Candidate, options: Options) -> Command:
     """Delete the expired node; its pods go to other nodes or to what provisioning launches."""
-    results = _simulate(snapshot, [candidate], Minimize.PRICE, options)
+    results = _simulator(snapshot, options).run([candidate], Minimize.PRICE)
     return Command("expired", [candidate], provisioned=_needed(results, [candidate]))
 
 
@@ -353,7 +357,7 @@ def as_node(claim: NewNodeClaim, name: str, created: float, initialized: bool = 
         name,
         labels,
         claim.instance_type.allocatable,
-        pods=[_bound(p, name) for p in claim.pods],
+        pods=[bound_to(p, name) for p in claim.pods],
         taints=claim.taints,
         created=created,
         initialized=initialized,
@@ -365,7 +369,7 @@ def _apply(snapshot: Snapshot, command: Command, now: datetime, options: Options
     found a place on the nodes they moved to, the pods left over pending."""
     names = {c.name for c in command.candidates}
     minimize = Minimize.PRICE if command.reason in ("drifted", "expired") else Minimize.NODECLAIMS
-    results = _simulate(snapshot, command.candidates, minimize, options)
+    results = _simulator(snapshot, options).run(command.candidates, minimize)
     nodes = []
     for node in snapshot.nodes:
         if node.name in names:
@@ -373,7 +377,7 @@ def _apply(snapshot: Snapshot, command: Command, now: datetime, options: Options
         moved = results.existing.get(node.name)
         if moved:
             node = copy.copy(node)
-            node.pods = [*node.pods, *(_bound(p, node.name) for p in moved)]
+            node.pods = [*node.pods, *(bound_to(p, node.name) for p in moved)]
         nodes.append(node)
     taken = {n.name for n in snapshot.nodes}
     for claim in [*command.replacements, *command.provisioned]:
@@ -388,7 +392,7 @@ def _apply(snapshot: Snapshot, command: Command, now: datetime, options: Options
         p.key for pods in results.existing.values() for p in pods
     }
     left = [p for p in snapshot.pending if p.key not in placed]
-    left += [_bound(p, None) for c in command.candidates for p in c.pods if p.key not in placed]
+    left += [bound_to(p, None) for c in command.candidates for p in c.pods if p.key not in placed]
     return replace(snapshot, nodes=nodes, pending=left)
 
 

@@ -41,7 +41,16 @@ from karpenter_core.scheduling.volumes import VolumeTopology
 if TYPE_CHECKING:
     from karpenter_core.cloudprovider.types import InstanceType, Offering
 
-__all__ = ["MAX_INSTANCE_TYPES", "Minimize", "NewNodeClaim", "Results", "schedulable", "schedule"]
+__all__ = [
+    "MAX_INSTANCE_TYPES",
+    "Minimize",
+    "NewNodeClaim",
+    "Results",
+    "compile_templates",
+    "free_capacity",
+    "schedulable",
+    "schedule",
+]
 
 MAX_INSTANCE_TYPES = 600
 """Instance types kept on a NodeClaim for the provider to choose from at launch (upstream's cap)."""
@@ -373,26 +382,19 @@ class _Solver:
         minimize: Minimize,
         ignore_preferences: bool,
         min_values_strict: bool,
+        templates: Sequence[NodePoolTemplate] | None,
     ) -> None:
         self.minimize = minimize
         self.ignore_preferences = ignore_preferences
         self.min_values_strict = min_values_strict
         self.results = Results()
-        self.templates: list[NodePoolTemplate] = []
-        for nodepool in sorted(
-            snapshot.nodepools, key=lambda np: (-(np.spec.weight or 0), np.metadata.name)
-        ):
-            template = NodePoolTemplate(
-                nodepool,
-                snapshot.instance_types.get(nodepool.metadata.name or "", ()),
-                snapshot.daemonsets,
-                snapshot.nodes,
-            )
+        compiled = compile_templates(snapshot) if templates is None else templates
+        self.templates = [template.released() for template in compiled]
+        for template in self.templates:
             if not template.index.types:
                 self.results.warnings.append(
                     f"NodePool {template.name}: no instance type satisfies its requirements"
                 )
-            self.templates.append(template)
         self.existing = [
             _Existing(node, snapshot.daemonsets)
             for node in sorted(snapshot.nodes, key=lambda n: (not n.initialized, n.name))
@@ -844,6 +846,33 @@ def _plan(
     return first
 
 
+def compile_templates(snapshot: Snapshot) -> list[NodePoolTemplate]:
+    """The snapshot's NodePools compiled for scheduling, in the order the scheduler tries them
+    (weight, then name). Runs on the same cluster less some nodes may share them (``schedule``'s
+    ``templates``): compiling is most of the cost of a small simulation."""
+    return [
+        NodePoolTemplate(
+            nodepool,
+            snapshot.instance_types.get(nodepool.metadata.name or "", ()),
+            snapshot.daemonsets,
+            snapshot.nodes,
+        )
+        for nodepool in sorted(
+            snapshot.nodepools, key=lambda np: (-(np.spec.weight or 0), np.metadata.name)
+        )
+    ]
+
+
+def free_capacity(
+    snapshot: Snapshot, templates: Sequence[NodePoolTemplate] | None = None
+) -> dict[str, dict[str, int]]:
+    """What each node a run may place pods on (existing nodes not being deleted, in-flight
+    NodeClaims) has left as the run starts, by name: its allocatable less its pods' requests and
+    those of the DaemonSet pods it will run."""
+    solver = _Solver(snapshot, Minimize.PRICE, False, True, templates)
+    return {existing.node.name: existing.available for existing in solver.existing}
+
+
 def schedulable(pods: Sequence[PodInfo]) -> list[PodInfo]:
     """The pods the provisioner schedules: not bound, not preempting (nominated to a node by
     kube-scheduler), not DaemonSet-owned, not mirror pods."""
@@ -863,11 +892,14 @@ def schedule(
     *,
     ignore_preferences: bool = False,
     min_values_strict: bool = True,
+    templates: Sequence[NodePoolTemplate] | None = None,
 ) -> Results:
     """Place the snapshot's pending pods on existing nodes and new NodeClaims.
 
     ``ignore_preferences`` is PREFERENCE_POLICY=Ignore; ``min_values_strict`` False is
     MIN_VALUES_POLICY=BestEffort (NodeClaims that cannot meet minValues are marked relaxed).
+    ``templates`` are NodePools compiled by ``compile_templates`` for this cluster (with the
+    limit capacity of nodes missing from ``snapshot`` released); the run works on copies.
     """
-    solver = _Solver(snapshot, minimize, ignore_preferences, min_values_strict)
+    solver = _Solver(snapshot, minimize, ignore_preferences, min_values_strict, templates)
     return solver.solve(schedulable(snapshot.pending))

@@ -7,8 +7,9 @@ a mask is the cheapest feasible type.
 
 from __future__ import annotations
 
+import copy
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -165,12 +166,24 @@ class NodePoolTemplate:
         limited = types if self.limits else []
         self.capacity_index = TypeIndex(limited, [it.capacity for it in limited])
 
-    def _consume(self, capacity: Mapping[str, int]) -> None:
+    def _consume(self, capacity: Mapping[str, int], sign: int = 1) -> None:
         for name in self.remaining:
             if name == NODES:
-                self.remaining[name] -= 1000
+                self.remaining[name] -= sign * 1000
             else:
-                self.remaining[name] -= capacity.get(name, 0)
+                self.remaining[name] -= sign * capacity.get(name, 0)
+
+    def released(self, nodes: Iterable[NodeInfo] = ()) -> NodePoolTemplate:
+        """A copy for one scheduling run: it shares the compiled instance types and caches, has
+        its own limit counters, and counts the capacity of ``nodes`` of this NodePool as free
+        again (nodes a simulation removes)."""
+        clone = copy.copy(self)
+        clone.remaining = dict(self.remaining)
+        if clone.remaining:
+            for node in nodes:
+                if node.nodepool == self.name:
+                    clone._consume(node.capacity, -1)
+        return clone
 
     def daemon_overhead(self, instance_type: InstanceType) -> dict[str, int]:
         """Requests of the DaemonSet pods that would run on a node of this type."""
