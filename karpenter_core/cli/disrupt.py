@@ -133,13 +133,23 @@ def _claims_json(claims: Sequence[NewNodeClaim]) -> list[dict[str, Any]]:
 
 def command_json(command: Command) -> dict[str, Any]:
     """One command for ``-o json``; ``provisioned`` is the new capacity provisioning launches
-    afterwards for the pods (expiration), which ``savings_per_hour`` already subtracts."""
+    afterwards for the pods (expiration), which ``savings_per_hour`` already subtracts;
+    ``balanced_scores`` are the move's scores for the Balanced NodePools it takes nodes from."""
     return {
         "reason": command.reason,
         "nodes": [c.name for c in command.candidates],
         "replacements": _claims_json(command.replacements),
         "provisioned": _claims_json(command.provisioned),
         "savings_per_hour": round(command.savings_per_hour, 6),
+        "balanced_scores": [
+            {
+                "nodepool": s.nodepool,
+                "score": round(s.value, 6),
+                "savings_fraction": round(s.savings_fraction, 6),
+                "disruption_fraction": round(s.disruption_fraction, 6),
+            }
+            for s in command.scores
+        ],
     }
 
 
@@ -165,6 +175,8 @@ def print_disruption(disruption: Plan) -> None:
         click.echo(
             f"  {command.reason}: {action}: {nodes}{then} (saves {command.savings_per_hour:.6f}/h)"
         )
+        for score in command.scores:
+            click.echo(f"    {score}")
     for node, why in sorted(disruption.blocked.items()):
         click.echo(f"  left {node}: {why}")
     total = sum(c.savings_per_hour for c in disruption.commands)
