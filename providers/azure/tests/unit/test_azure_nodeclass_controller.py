@@ -1,0 +1,358 @@
+"""The nodeclass controller's status computation, through azure-mgmt-compute and
+azure-mgmt-network against a small local ARM server (no cluster)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from azure.core.credentials import AccessToken
+from azure.core.pipeline.policies import SansIOHTTPPolicy
+from azure.mgmt.compute import ComputeManagementClient
+from azure.mgmt.network import NetworkManagementClient
+
+from karpenter_azure.images import ImageResolver, ImageVersionLister, community_gallery_versions
+from karpenter_azure.nodeclass import AKSNodeClass
+from karpenter_azure.nodeclass_controller import (
+    SubnetGetter,
+    parse_subnet_id,
+    resolve_status,
+    subnet_getter,
+)
+
+pytestmark = pytest.mark.slow
+
+SUBSCRIPTION = "00000000-0000-0000-0000-000000000001"
+NODE_GROUP = "MC_rg_cluster_eastus"
+VNET = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{NODE_GROUP}/providers/Microsoft.Network"
+CLUSTER_SUBNET = f"{VNET}/virtualNetworks/aks-vnet-12345678/subnets/aks-subnet"
+NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+CONDITIONS = (
+    "KubernetesVersionReady",
+    "ImagesReady",
+    "SubnetsReady",
+    "ValidationSucceeded",
+    "Ready",
+)
+
+
+@dataclass
+class ARM:
+    """What the local ARM server holds: subnets by id (lower-cased) and image versions by
+    definition; paths answered with an error status instead."""
+
+    subnets: set[str] = field(default_factory=set)
+    versions: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    failing: dict[str, int] = field(default_factory=dict)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:
+        arm = self.server.arm
+        path = self.path.split("?", 1)[0]
+        for pattern, status in arm.failing.items():
+            if re.search(pattern, path):
+                code = "AuthorizationFailed" if status == 403 else "InternalServerError"
+                self._reply(status, {"error": {"code": code, "message": f"{code} on {path}"}})
+                return
+        gallery = re.search(r"/communityGalleries/[^/]+/images/([^/]+)/versions$", path)
+        if gallery is not None:
+            versions = arm.versions.get(gallery[1], [])
+            body = [
+                {"name": name, "location": "eastus", "properties": {"publishedDate": published}}
+                for name, published in versions
+            ]
+            self._reply(200, {"value": body})
+        elif path.lower() in arm.subnets:
+            self._reply(200, {"id": path, "name": path.rsplit("/", 1)[1], "properties": {}})
+        else:
+            message = f"The Resource '{path}' was not found."
+            self._reply(404, {"error": {"code": "ResourceNotFound", "message": message}})
+
+    def _reply(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    arm: ARM
+
+
+class _StaticToken:
+    def get_token(self, *scopes: str, **kwargs: object) -> AccessToken:
+        return AccessToken("token", 2**31)
+
+
+@dataclass
+class Env:
+    arm: ARM
+    list_versions: ImageVersionLister
+    images: ImageResolver
+    get_subnet: SubnetGetter
+
+
+@pytest.fixture
+def env() -> Iterator[Env]:
+    server = _Server(("127.0.0.1", 0), _Handler)
+    server.arm = ARM(subnets={CLUSTER_SUBNET.lower()})
+    for definition in ("2204gen2containerd", "2204containerd", "2204gen2arm64containerd"):
+        server.arm.versions[definition] = [("202502.01.0", "2025-02-01T00:00:00Z")]
+    server.arm.versions["2404gen2containerd"] = [("202502.09.0", "2025-02-09T00:00:00Z")]
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    options: dict[str, Any] = {
+        "credential": _StaticToken(),
+        "subscription_id": SUBSCRIPTION,
+        "base_url": f"http://127.0.0.1:{server.server_address[1]}",
+        "authentication_policy": SansIOHTTPPolicy(),
+        "retry_total": 0,
+    }
+    compute = ComputeManagementClient(**options)
+    network = NetworkManagementClient(**options)
+    list_versions = community_gallery_versions(compute)
+    yield Env(
+        server.arm,
+        list_versions,
+        ImageResolver(list_versions, "eastus", lambda: NOW),
+        subnet_getter(network),
+    )
+    server.shutdown()
+    server.server_close()
+
+
+def node_class(status: dict[str, Any] | None = None, **spec: Any) -> AKSNodeClass:
+    return AKSNodeClass.from_manifest(
+        {
+            "metadata": {"name": "default", "uid": "uid-1", "generation": 2},
+            "spec": spec,
+            "status": status or {},
+        }
+    )
+
+
+def resolve(
+    env: Env, cls: AKSNodeClass, version: str = "v1.31.2", now: datetime = NOW
+) -> tuple[dict[str, Any], bool]:
+    return resolve_status(
+        cls,
+        server_version=version,
+        images=env.images,
+        get_subnet=env.get_subnet,
+        cluster_subnet_id=CLUSTER_SUBNET,
+        node_resource_group=NODE_GROUP,
+        now=now,
+    )
+
+
+def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
+    return {c["type"]: (c["status"], c["reason"], c["message"]) for c in status["conditions"]}
+
+
+def test_a_resolved_nodeclass_is_ready(env: Env) -> None:
+    status, failed = resolve(env, node_class())
+
+    assert not failed
+    assert [c["type"] for c in status["conditions"]] == list(CONDITIONS)
+    assert all(c["status"] == "True" for c in status["conditions"])
+    assert all(c["observedGeneration"] == 2 for c in status["conditions"])
+    assert status["kubernetesVersion"] == "1.31.2"
+    assert [image["id"].split("/images/")[1] for image in status["images"]] == [
+        "2204gen2containerd/versions/202502.01.0",
+        "2204containerd/versions/202502.01.0",
+        "2204gen2arm64containerd/versions/202502.01.0",
+    ]
+    assert (
+        AKSNodeClass.from_manifest(
+            {"metadata": {"name": "default", "generation": 2}, "status": status}
+        ).not_ready()
+        is None
+    )
+
+
+def test_a_missing_subnet_is_reported(env: Env) -> None:
+    env.arm.subnets.clear()
+    status, failed = resolve(env, node_class())
+
+    assert not failed
+    missing = CLUSTER_SUBNET
+    found = conditions(status)
+    assert found["SubnetsReady"] == ("False", "SubnetNotFound", f"resource not found: {missing}")
+    assert found["Ready"][0] == "False"
+    assert f"SubnetsReady=False: resource not found: {missing}" in found["Ready"][2]
+
+
+def test_a_subnet_outside_the_cluster_vnet_is_invalid(env: Env) -> None:
+    elsewhere = f"{VNET}/virtualNetworks/custom-vnet/subnets/nodes"
+    status, _ = resolve(env, node_class(vnetSubnetID=elsewhere))
+
+    assert conditions(status)["SubnetsReady"] == (
+        "False",
+        "SubnetIDInvalid",
+        "vnetSubnetID does not match the cluster subscription, resource group, or virtual "
+        f"network: {elsewhere}",
+    )
+
+
+def test_a_custom_subnet_in_an_aks_managed_vnet_is_invalid(env: Env) -> None:
+    custom = CLUSTER_SUBNET.replace("aks-subnet", "custom")
+    env.arm.subnets.add(custom.lower())
+    status, _ = resolve(env, node_class(vnetSubnetID=custom))
+
+    reason, message = conditions(status)["SubnetsReady"][1:]
+    assert reason == "SubnetIDInvalid"
+    assert message.startswith("custom subnet cannot be in the same VNet as cluster managed VNet")
+
+
+def test_a_custom_subnet_in_a_vnet_the_user_brought_is_read(env: Env) -> None:
+    cluster = f"{VNET}/virtualNetworks/byo-vnet/subnets/nodes"
+    custom = f"{VNET}/virtualNetworks/byo-vnet/subnets/more-nodes"
+    env.arm.subnets.update({cluster.lower(), custom.lower()})
+    cls = node_class(vnetSubnetID=custom)
+    status, _ = resolve_status(
+        cls,
+        server_version="v1.31.2",
+        images=env.images,
+        get_subnet=env.get_subnet,
+        cluster_subnet_id=cluster,
+        node_resource_group=NODE_GROUP,
+        now=NOW,
+    )
+
+    assert conditions(status)["SubnetsReady"][0] == "True"
+
+
+def test_no_subnet_anywhere_is_invalid(env: Env) -> None:
+    status, _ = resolve_status(
+        node_class(),
+        server_version="v1.31.2",
+        images=env.images,
+        get_subnet=env.get_subnet,
+        cluster_subnet_id="",
+        node_resource_group=NODE_GROUP,
+        now=NOW,
+    )
+
+    reason, message = conditions(status)["SubnetsReady"][1:]
+    assert reason == "SubnetIDInvalid"
+    assert "--vnet-subnet-id" in message
+
+
+def test_an_azure_error_reading_the_subnet_retries_sooner(env: Env) -> None:
+    env.arm.failing["/subnets/aks-subnet$"] = 403
+    status, failed = resolve(env, node_class())
+
+    assert failed
+    status_, reason, message = conditions(status)["SubnetsReady"]
+    assert (status_, reason) == ("False", "SubnetUnknownError")
+    assert "AuthorizationFailed" in message
+
+
+def test_an_image_listing_error_keeps_the_images_and_their_condition(env: Env) -> None:
+    ready, _ = resolve(env, node_class())
+    env.arm.failing["/images/2204containerd/versions$"] = 403
+    later = NOW + timedelta(days=4)
+    resolver = ImageResolver(env.list_versions, "eastus", lambda: later)
+    status, failed = resolve_status(
+        node_class(ready),
+        server_version="v1.31.2",
+        images=resolver,
+        get_subnet=env.get_subnet,
+        cluster_subnet_id=CLUSTER_SUBNET,
+        node_resource_group=NODE_GROUP,
+        now=later,
+    )
+
+    assert failed
+    assert status["images"] == ready["images"]
+    assert conditions(status)["ImagesReady"] == ("True", "ImagesReady", "")
+
+
+def test_an_image_listing_error_without_earlier_images_is_unknown(env: Env) -> None:
+    env.arm.failing["/images/2204containerd/versions$"] = 403
+    status, failed = resolve(env, node_class())
+
+    assert failed
+    assert status["images"] == []
+    state, reason, message = conditions(status)["ImagesReady"]
+    assert (state, reason) == ("Unknown", "ImagesResolutionFailed")
+    assert "AuthorizationFailed" in message
+    assert conditions(status)["Ready"][0] == "False"
+
+
+def test_no_published_version_is_images_not_found(env: Env) -> None:
+    env.arm.versions.clear()
+    status, failed = resolve(env, node_class())
+
+    assert not failed
+    assert conditions(status)["ImagesReady"][:2] == ("False", "ImagesNotFound")
+
+
+def test_fips_has_no_images(env: Env) -> None:
+    status, _ = resolve(env, node_class(fipsMode="FIPS"))
+
+    state, reason, message = conditions(status)["ImagesReady"]
+    assert (state, reason) == ("False", "SIGRequiredForFIPS")
+    assert "shared image gallery" in message
+
+
+def test_a_kubernetes_upgrade_moves_the_images_and_a_downgrade_is_ignored(env: Env) -> None:
+    ready, _ = resolve(env, node_class(), version="v1.33.4")
+    upgraded, _ = resolve(env, node_class(ready), version="v1.34.1")
+    assert upgraded["kubernetesVersion"] == "1.34.1"
+    assert [image["id"].split("/images/")[1] for image in upgraded["images"]] == [
+        "2404gen2containerd/versions/202502.09.0"
+    ]
+
+    downgraded, _ = resolve(env, node_class(upgraded), version="v1.33.4")
+    assert downgraded["kubernetesVersion"] == "1.34.1"
+
+
+def test_transition_times_change_only_with_the_status(env: Env) -> None:
+    first, _ = resolve(env, node_class())
+    later = NOW + timedelta(hours=1)
+    same, _ = resolve(env, node_class(first), now=later)
+    assert same == first
+
+    missing = CLUSTER_SUBNET.replace("aks-subnet", "gone")
+    changed, _ = resolve(env, node_class(first, vnetSubnetID=missing), now=later)
+    times = {c["type"]: c["lastTransitionTime"] for c in changed["conditions"]}
+    assert times["SubnetsReady"] == times["Ready"] == "2025-03-01T13:00:00Z"
+    assert times["ImagesReady"] == "2025-03-01T12:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        (CLUSTER_SUBNET, (SUBSCRIPTION, NODE_GROUP, "aks-vnet-12345678", "aks-subnet")),
+        (
+            CLUSTER_SUBNET.lower(),
+            (SUBSCRIPTION, NODE_GROUP.lower(), "aks-vnet-12345678", "aks-subnet"),
+        ),
+        (CLUSTER_SUBNET.replace("/subnets/", "/subnet/"), None),
+        (CLUSTER_SUBNET + "/extra", None),
+        ("aks-subnet", None),
+    ],
+)
+def test_parse_subnet_id(text: str, parts: tuple[str, ...] | None) -> None:
+    parsed = parse_subnet_id(text)
+    assert (
+        None
+        if parsed is None
+        else (parsed.subscription, parsed.resource_group, parsed.vnet, parsed.subnet)
+    ) == parts
