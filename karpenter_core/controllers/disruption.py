@@ -236,8 +236,7 @@ class DisruptionController(LoopController):
             sum(
                 1
                 for c in found
-                if c.pods
-                and c.nodepool.spec.disruption.consolidation_policy == "WhenEmptyOrUnderutilized"
+                if c.pods and c.nodepool.spec.disruption.consolidation_policy != "WhenEmpty"
             )
         )
 

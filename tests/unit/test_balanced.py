@@ -11,8 +11,12 @@ import math
 import pytest
 
 from karpenter_core.apis.v1.nodepool import NodePool
+from karpenter_core.controllers.context import Context
+from karpenter_core.controllers.disruption import DisruptionController
 from karpenter_core.disruption.balanced import Score, Scorer, disruption_cost
 from karpenter_core.disruption.candidates import candidates
+from karpenter_core.operator import metrics
+from karpenter_core.operator.settings import Settings
 from karpenter_core.scheduling.snapshot import NodeInfo
 from tests.unit.disruption_fixtures import NOW, decide, node, pod, pods, pool, snapshot, summary
 
@@ -156,3 +160,18 @@ def test_costly_pods_make_a_node_hopeless_and_keep_it() -> None:
     # The default replaces it with a c-2 (its pod fits nowhere else).
     default = decide(costly, [on_demand("WhenEmptyOrUnderutilized")])
     assert summary(default) == [("underutilized", ["light"], [("c-2", "on-demand")])]
+
+
+@pytest.mark.parametrize(("policy", "eligible"), [("Balanced", 1), ("WhenEmpty", 0)])
+def test_busy_nodes_of_a_balanced_nodepool_are_eligible_for_consolidation(
+    policy: str, eligible: int
+) -> None:
+    settings = Settings(disable_leader_election=True, metrics_port=0, health_probe_port=0)
+    controller = DisruptionController(Context(settings, None, None, None, None))  # type: ignore[arg-type]
+    cluster = snapshot([small_pods_node(), full("a"), node("idle")], [on_demand(policy)])
+    controller._eligible(cluster, NOW, {"a"})
+    sample = metrics.REGISTRY.get_sample_value
+    name = "karpenter_voluntary_disruption_eligible_nodes"
+    # "a" is excluded (nominated or in flight); "small" is eligible unless the policy is WhenEmpty
+    assert sample(name, {"reason": "underutilized"}) == eligible
+    assert sample(name, {"reason": "empty"}) == 1
