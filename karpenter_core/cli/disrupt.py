@@ -134,9 +134,11 @@ def _claims_json(claims: Sequence[NewNodeClaim]) -> list[dict[str, Any]]:
 def command_json(command: Command) -> dict[str, Any]:
     """One command for ``-o json``; ``provisioned`` is the new capacity provisioning launches
     afterwards for the pods (expiration), which ``savings_per_hour`` already subtracts;
+    ``drift_reason`` says which drift a drift command acts on ("" for other reasons);
     ``balanced_scores`` are the move's scores for the Balanced NodePools it takes nodes from."""
     return {
         "reason": command.reason,
+        "drift_reason": command.drift_reason,
         "nodes": [c.name for c in command.candidates],
         "replacements": _claims_json(command.replacements),
         "provisioned": _claims_json(command.provisioned),
@@ -172,9 +174,10 @@ def print_disruption(disruption: Plan) -> None:
         action = f"replace with {replaced}" if replaced else "delete"
         provisioned = _describe(command.provisioned)
         then = f"; provisioning then launches {provisioned}" if provisioned else ""
-        click.echo(
-            f"  {command.reason}: {action}: {nodes}{then} (saves {command.savings_per_hour:.6f}/h)"
-        )
+        reason = command.reason
+        if command.drift_reason:
+            reason = f"{reason} ({command.drift_reason})"
+        click.echo(f"  {reason}: {action}: {nodes}{then} (saves {command.savings_per_hour:.6f}/h)")
         for score in command.scores:
             click.echo(f"    {score}")
     for node, why in sorted(disruption.blocked.items()):

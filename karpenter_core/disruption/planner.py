@@ -61,6 +61,9 @@ class Command:
     else (expiration launches no replacement first). Not part of the command."""
     scores: list[Score] = field(default_factory=list)
     """The move's score for each Balanced NodePool it takes nodes from (consolidation)."""
+    drift_reason: str = ""
+    """Why the node has drifted (drift): NodePoolDrifted, RequirementsDrifted or the
+    provider's reason."""
 
     @property
     def savings_per_hour(self) -> float:
@@ -293,12 +296,14 @@ def _next_command(
         return Command("empty", [c for c in empty if c.nodepool.metadata.name == pool])
 
     compiled: dict[str, tuple[str, Requirements]] = {}
-    drifted = [c for c in found if _drift_reason(c, options, compiled)]
+    drift = {c.name: r for c in found if (r := _drift_reason(c, options, compiled))}
+    drifted = [c for c in found if c.name in drift]
     drifted.sort(key=lambda c: (bool(c.pods), c.node.created, c.name))
     for candidate in _allowed(drifted, _budget(snapshot, DRIFTED, now)):
         results = simulator.run([candidate], Minimize.PRICE)
         if not _stranded(results, [candidate]):
-            return Command("drifted", [candidate], _needed(results, [candidate]))
+            needed = _needed(results, [candidate])
+            return Command("drifted", [candidate], needed, drift_reason=drift[candidate.name])
 
     underused = [c for c in consolidatable if c.pods and not _unconsolidatable_busy(c)]
     allowed = _budget(snapshot, UNDERUTILIZED, now)

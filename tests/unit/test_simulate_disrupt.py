@@ -302,8 +302,8 @@ def _current_hash() -> str:
 def test_a_nodeclaim_with_a_stale_nodeclass_hash_is_drifted(tmp_path):
     args = ("--disrupt", "--provider", "aws", "--region", "us-east-1")
     stale = simulate(tmp_path, AWS_DRIFT % {"hash": "stale"}, *args)
-    assert [(d["reason"], d["nodes"]) for d in stale["disruption"]] == [
-        ("drifted", ["ip-10-0-0-1.ec2.internal"])
+    assert [(d["reason"], d["drift_reason"], d["nodes"]) for d in stale["disruption"]] == [
+        ("drifted", "NodeClassDrift", ["ip-10-0-0-1.ec2.internal"])
     ]
     current = simulate(tmp_path, AWS_DRIFT % {"hash": _current_hash()}, *args)
     assert current["disruption"] == []
