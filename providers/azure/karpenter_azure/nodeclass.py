@@ -140,8 +140,10 @@ def _checked(check: Callable[[Any], str | None]) -> AfterValidator:
 def _matching(pattern: str, what: str) -> tuple[AfterValidator, KubeSchema]:
     """The validator and CRD pattern of a string that must match ``pattern``."""
 
+    anchored = re.compile(pattern.removesuffix("$") + r"\Z")  # Go's $: the end, no newline
+
     def check(value: str) -> str | None:
-        if re.search(pattern, value) is None:
+        if anchored.search(value) is None:
             return f"{value!r} is not {what}"
         return None
 

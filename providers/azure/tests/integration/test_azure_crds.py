@@ -119,6 +119,10 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
         {"kubelet": {"containerLogMaxSize": "50"}},
         "spec.kubelet.containerLogMaxSize in body should match",
     ),
+    "log size with a trailing newline": (
+        {"kubelet": {"containerLogMaxSize": "50Mi\n"}},
+        "spec.kubelet.containerLogMaxSize in body should match",
+    ),
     "one log file": (
         {"kubelet": {"containerLogMaxFiles": 1}},
         "should be greater than or equal to 2",

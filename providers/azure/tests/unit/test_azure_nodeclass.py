@@ -82,6 +82,11 @@ def test_a_full_spec_is_accepted_and_round_trips() -> None:
             "spec.vnetSubnetID",
             "is not a subnet resource id",
         ),
+        (
+            {"kubelet": {"containerLogMaxSize": "50Mi\n"}},
+            "spec.kubelet.containerLogMaxSize",
+            "is not a size",
+        ),
         ({"osDiskSizeGB": 29}, "spec.osDiskSizeGB", "greater than or equal to 30"),
         ({"osDiskSizeGB": 2049}, "spec.osDiskSizeGB", "less than or equal to 2048"),
         ({"imageFamily": "Ubuntu2004"}, "spec.imageFamily", "'Ubuntu'"),
