@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote, urlencode
 
 from karpenter_azure.fake_arm import odata, seed
 from karpenter_azure.fake_arm.faults import (
@@ -391,7 +391,7 @@ class ArmState:
             raise _bad("InvalidParameter", "The $skiptoken is not valid.") from None
         page: dict[str, Any] = {"value": list(items[start : start + self.page_size])}
         if start + self.page_size < len(items):
-            rest = "&".join(f"{k}={v}" for k, v in params.items() if k != "$skiptoken")
+            rest = _query(params, "$skiptoken")
             page["nextLink"] = f"{self.base_url}{path}?{rest}&$skiptoken={start + self.page_size}"
         return page
 
@@ -419,7 +419,7 @@ class ArmState:
         page = items[skip : skip + self.page_size]
         next_link = None
         if skip + self.page_size < len(items):
-            rest = "&".join(f"{k}={v}" for k, v in params.items() if k != "$skip")
+            rest = _query(params, "$skip")
             next_link = f"{self.base_url}/api/retail/prices?{rest}&$skip={skip + self.page_size}"
         body = {
             "BillingCurrency": "USD",
@@ -1067,6 +1067,11 @@ class ArmState:
                 f"The gallery image version '{args['version']}' is not found.",
             )
         return 200, self._gallery_version(args, version), {}
+
+
+def _query(params: Mapping[str, str], without: str) -> str:
+    """A query string of ``params`` but ``without``, encoded as ARM encodes its next links."""
+    return urlencode({k: v for k, v in params.items() if k != without}, quote_via=quote, safe="$")
 
 
 def _mac(nic_id: str) -> str:
