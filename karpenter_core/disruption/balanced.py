@@ -92,6 +92,7 @@ class Scorer:
             if np.spec.disruption.consolidation_policy == BALANCED
         }
         self._totals: dict[str, Totals] | None = None
+        self._node_costs: dict[str, float] = {}
         self.refused: dict[str, str] = {}
         """Why a move of a single node was last refused, by node name."""
 
@@ -107,7 +108,8 @@ class Scorer:
                 types = self._snapshot.instance_types.get(name, ())
                 _, offering = node_offering(node, types)
                 cost[name] += offering.price if offering is not None else 0.0
-                disruption[name] += disruption_cost(reschedulable(node))
+                self._node_costs[node.name] = disruption_cost(reschedulable(node))
+                disruption[name] += self._node_costs[node.name]
             self._totals = {name: Totals(cost[name], disruption[name]) for name in cost}
         return self._totals
 
@@ -131,7 +133,7 @@ class Scorer:
             if totals.cost <= 0 or totals.disruption <= 0:
                 out.append(Score(name, 0.0, 0.0))  # nothing to weigh against: refused
                 continue
-            moved = sum(disruption_cost(c.pods) for c in members)
+            moved = sum(self._node_costs[c.name] for c in members)
             out.append(Score(name, share / totals.cost, moved / totals.disruption))
         return out
 
