@@ -30,6 +30,11 @@ class RequestRecord:
     api_version: str = ""
 
     @property
+    def is_arm(self) -> bool:
+        """Whether this is an ARM call (not a token, discovery or price-list request)."""
+        return self.path.lower().startswith("/subscriptions/")
+
+    @property
     def is_poll(self) -> bool:
         """Whether this is a status poll of an asynchronous operation."""
         return self.method == "GET" and "/operations/" in self.path.lower()
