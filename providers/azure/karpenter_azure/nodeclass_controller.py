@@ -34,7 +34,7 @@ from typing import Any
 from azure.core.exceptions import AzureError, ResourceNotFoundError
 from pydantic import ValidationError
 
-from karpenter_azure.images import FIPSImagesUnavailable, ImageResolver
+from karpenter_azure.images import FIPSImagesUnavailable, ImageResolver, community_gallery_versions
 from karpenter_azure.nodeclass import (
     CONDITION_IMAGES_READY,
     CONDITION_KUBERNETES_VERSION_READY,
@@ -420,6 +420,22 @@ class NodeClassController:
         self._resolved: dict[str, _Resolved] = {}
         self._invalid: set[tuple[str, int | None]] = set()
         self._waiting: dict[str, tuple[str, ...]] = {}
+
+    @classmethod
+    def for_provider(cls, context: ProviderContext, provider: Any) -> NodeClassController:
+        """The controller of an Azure cloud provider: ``provider.settings`` (``region``,
+        ``vnet_subnet_id``, ``node_resource_group``) and ``provider.clients`` (``compute``,
+        ``network``)."""
+        settings, clients = provider.settings, provider.clients
+        return cls(
+            context,
+            images=ImageResolver(
+                community_gallery_versions(clients.compute), settings.region, context.clock
+            ),
+            get_subnet=subnet_getter(clients.network),
+            cluster_subnet_id=settings.vnet_subnet_id,
+            node_resource_group=settings.node_resource_group,
+        )
 
     def run(self, stop: threading.Event) -> None:
         """Resolve AKSNodeClasses until ``stop`` is set; failures are logged and retried."""

@@ -1,12 +1,14 @@
 """The nodeclass controller against the real apiserver: status, drift hash annotations,
 NodeClaim re-stamping and the termination finalizer. Azure is served by injected functions (the
-resolver's and the subnet reader's seams)."""
+resolver's and the subnet reader's seams), and for the provider's controller by the real
+azure-mgmt clients against a small local ARM endpoint."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -29,6 +31,7 @@ from karpenter_azure.nodeclass import (
 from karpenter_azure.nodeclass_controller import TERMINATION_FINALIZER, NodeClassController
 from karpenter_conformance.cluster import crds as cluster_crds
 from karpenter_core.cloudprovider.plugin import ProviderContext
+from providers.azure.tests.arm_stub import ARM, serve
 
 pytestmark = pytest.mark.integration
 
@@ -199,3 +202,24 @@ def test_a_deleted_nodeclass_waits_for_its_nodeclaims(
     with pytest.raises(client.ApiException) as gone:
         get(api, name)
     assert gone.value.status == 404
+
+
+def test_the_controller_of_a_provider_reads_azure_through_its_clients(
+    api: client.CustomObjectsApi, kube_client: client.ApiClient
+) -> None:
+    arm = ARM(subnets={SUBNET.lower()})
+    arm.versions["2204gen2containerd"] = [("202503.01.0", "2025-03-01T00:00:00Z")]
+    name = create(api, {"imageFamily": "Ubuntu2204"})
+    with serve(arm) as clients:
+        settings = SimpleNamespace(
+            region="eastus", vnet_subnet_id=SUBNET, node_resource_group="MC_rg_cluster_eastus"
+        )
+        provider = SimpleNamespace(settings=settings, clients=clients)
+        NodeClassController.for_provider(ProviderContext(kube_client=kube_client), provider).sync()
+
+    stored = get(api, name)
+    assert AKSNodeClass.from_manifest(stored).not_ready() is None
+    assert [image["id"].split("/images/")[1] for image in stored["status"]["images"]] == [
+        "2204gen2containerd/versions/202503.01.0"
+    ]
+    assert any(path.startswith(f"{SUBNET}?") for path in arm.paths)

@@ -3,14 +3,9 @@ cache, and the image an instance type launches with."""
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from azure.core.credentials import AccessToken
 
 from karpenter_azure.images import (
     AKS_AZURE_LINUX_GALLERY,
@@ -27,6 +22,7 @@ from karpenter_azure.images import (
 from karpenter_azure.nodeclass import AKSNodeClassSpec
 from karpenter_core.apis import labels as wk
 from karpenter_core.scheduling.requirements import Requirement, Requirements
+from providers.azure.tests.arm_stub import ARM, SUBSCRIPTION, serve
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 
@@ -153,69 +149,19 @@ def test_each_instance_type_gets_the_first_image_it_meets() -> None:
     assert select_image(images, sku("arm64", "1")) is None
 
 
-class _VersionsHandler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.server.paths.append(self.path)  # type: ignore[attr-defined]
-        body = {
-            "value": [
-                {
-                    "name": "202502.10.0",
-                    "location": "eastus",
-                    "properties": {"publishedDate": "2025-02-10T00:00:00Z"},
-                },
-                {
-                    "name": "202503.03.0",
-                    "location": "eastus",
-                    "properties": {"publishedDate": "2025-03-03T00:00:00Z"},
-                },
-            ]
-        }
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-class _StaticToken:
-    """A token credential for a server that checks no token (its policy is replaced anyway)."""
-
-    def get_token(self, *scopes: str, **kwargs: object) -> AccessToken:
-        return AccessToken("token", 2**31)
-
-
-@pytest.fixture
-def arm_server() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _VersionsHandler)
-    server.paths = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
 @pytest.mark.slow
-def test_the_compute_client_adapter_lists_community_gallery_versions(
-    arm_server: ThreadingHTTPServer,
-) -> None:
-    from azure.core.pipeline.policies import SansIOHTTPPolicy
-    from azure.mgmt.compute import ComputeManagementClient
-
-    compute = ComputeManagementClient(
-        credential=_StaticToken(),
-        subscription_id="00000000-0000-0000-0000-000000000001",
-        base_url=f"http://127.0.0.1:{arm_server.server_address[1]}",
-        authentication_policy=SansIOHTTPPolicy(),
-    )
-    resolver = ImageResolver(community_gallery_versions(compute), "eastus", lambda: T0)
-    images = resolver.resolve(AKSNodeClassSpec(image_family="AzureLinux"), "1.33.0")
-    assert [image.id.rsplit("/", 1)[1] for image in images] == ["202503.03.0"] * 3
-    assert arm_server.paths[0].startswith(  # type: ignore[attr-defined]
-        "/subscriptions/00000000-0000-0000-0000-000000000001/providers/Microsoft.Compute/locations/"
-        f"eastus/communityGalleries/{AKS_AZURE_LINUX_GALLERY}/images/V3gen2/versions?"
+def test_the_compute_client_adapter_lists_community_gallery_versions() -> None:
+    arm = ARM()
+    arm.versions["V3gen2"] = [
+        ("202502.10.0", "2025-02-10T00:00:00Z"),
+        ("202503.03.0", "2025-03-03T00:00:00Z"),
+        ("202501.01.0", "2025-01-01T00:00:00Z"),
+    ]
+    with serve(arm) as clients:
+        resolver = ImageResolver(community_gallery_versions(clients.compute), "eastus", lambda: T0)
+        images = resolver.resolve(AKSNodeClassSpec(image_family="AzureLinux"), "1.33.0")
+    assert [image.id.split("/images/")[1] for image in images] == ["V3gen2/versions/202503.03.0"]
+    assert arm.paths[0].startswith(
+        f"/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/locations/eastus/"
+        f"communityGalleries/{AKS_AZURE_LINUX_GALLERY}/images/V3gen2/versions?"
     )

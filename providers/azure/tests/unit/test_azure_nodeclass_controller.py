@@ -1,22 +1,14 @@
 """The nodeclass controller's status computation, through azure-mgmt-compute and
-azure-mgmt-network against a small local ARM server (no cluster)."""
+azure-mgmt-network against a small local ARM endpoint (no cluster)."""
 
 from __future__ import annotations
 
-import json
-import re
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from azure.core.credentials import AccessToken
-from azure.core.pipeline.policies import SansIOHTTPPolicy
-from azure.mgmt.compute import ComputeManagementClient
-from azure.mgmt.network import NetworkManagementClient
 
 from karpenter_azure.images import ImageResolver, ImageVersionLister, community_gallery_versions
 from karpenter_azure.nodeclass import AKSNodeClass
@@ -26,10 +18,10 @@ from karpenter_azure.nodeclass_controller import (
     resolve_status,
     subnet_getter,
 )
+from providers.azure.tests.arm_stub import ARM, SUBSCRIPTION, serve
 
 pytestmark = pytest.mark.slow
 
-SUBSCRIPTION = "00000000-0000-0000-0000-000000000001"
 NODE_GROUP = "MC_rg_cluster_eastus"
 VNET = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{NODE_GROUP}/providers/Microsoft.Network"
 CLUSTER_SUBNET = f"{VNET}/virtualNetworks/aks-vnet-12345678/subnets/aks-subnet"
@@ -44,62 +36,6 @@ CONDITIONS = (
 
 
 @dataclass
-class ARM:
-    """What the local ARM server holds: subnets by id (lower-cased) and image versions by
-    definition; paths answered with an error status instead."""
-
-    subnets: set[str] = field(default_factory=set)
-    versions: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    failing: dict[str, int] = field(default_factory=dict)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-
-    def do_GET(self) -> None:
-        arm = self.server.arm
-        path = self.path.split("?", 1)[0]
-        for pattern, status in arm.failing.items():
-            if re.search(pattern, path):
-                code = "AuthorizationFailed" if status == 403 else "InternalServerError"
-                self._reply(status, {"error": {"code": code, "message": f"{code} on {path}"}})
-                return
-        gallery = re.search(r"/communityGalleries/[^/]+/images/([^/]+)/versions$", path)
-        if gallery is not None:
-            versions = arm.versions.get(gallery[1], [])
-            body = [
-                {"name": name, "location": "eastus", "properties": {"publishedDate": published}}
-                for name, published in versions
-            ]
-            self._reply(200, {"value": body})
-        elif path.lower() in arm.subnets:
-            self._reply(200, {"id": path, "name": path.rsplit("/", 1)[1], "properties": {}})
-        else:
-            message = f"The Resource '{path}' was not found."
-            self._reply(404, {"error": {"code": "ResourceNotFound", "message": message}})
-
-    def _reply(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-class _Server(ThreadingHTTPServer):
-    arm: ARM
-
-
-class _StaticToken:
-    def get_token(self, *scopes: str, **kwargs: object) -> AccessToken:
-        return AccessToken("token", 2**31)
-
-
-@dataclass
 class Env:
     arm: ARM
     list_versions: ImageVersionLister
@@ -109,31 +45,18 @@ class Env:
 
 @pytest.fixture
 def env() -> Iterator[Env]:
-    server = _Server(("127.0.0.1", 0), _Handler)
-    server.arm = ARM(subnets={CLUSTER_SUBNET.lower()})
+    arm = ARM(subnets={CLUSTER_SUBNET.lower()})
     for definition in ("2204gen2containerd", "2204containerd", "2204gen2arm64containerd"):
-        server.arm.versions[definition] = [("202502.01.0", "2025-02-01T00:00:00Z")]
-    server.arm.versions["2404gen2containerd"] = [("202502.09.0", "2025-02-09T00:00:00Z")]
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    options: dict[str, Any] = {
-        "credential": _StaticToken(),
-        "subscription_id": SUBSCRIPTION,
-        "base_url": f"http://127.0.0.1:{server.server_address[1]}",
-        "authentication_policy": SansIOHTTPPolicy(),
-        "retry_total": 0,
-    }
-    compute = ComputeManagementClient(**options)
-    network = NetworkManagementClient(**options)
-    list_versions = community_gallery_versions(compute)
-    yield Env(
-        server.arm,
-        list_versions,
-        ImageResolver(list_versions, "eastus", lambda: NOW),
-        subnet_getter(network),
-    )
-    server.shutdown()
-    server.server_close()
+        arm.versions[definition] = [("202502.01.0", "2025-02-01T00:00:00Z")]
+    arm.versions["2404gen2containerd"] = [("202502.09.0", "2025-02-09T00:00:00Z")]
+    with serve(arm) as clients:
+        list_versions = community_gallery_versions(clients.compute)
+        yield Env(
+            arm,
+            list_versions,
+            ImageResolver(list_versions, "eastus", lambda: NOW),
+            subnet_getter(clients.network),
+        )
 
 
 def node_class(status: dict[str, Any] | None = None, **spec: Any) -> AKSNodeClass:
