@@ -4,7 +4,8 @@ The checks run in upstream's order and the first that finds drift names it:
 
 - NodeClassDrift: the NodeClaim's ``aksnodeclass-hash`` annotation differs from the hash of the
   AKSNodeClass's spec (computed with the same hash version; another version is no verdict);
-- K8sVersionDrift: the node's kubelet version differs from ``status.kubernetesVersion``;
+- K8sVersionDrift: the node's kubelet version differs from ``status.kubernetesVersion`` (a
+  kubelet version that is no Kubernetes version, empty or KWOK's ``kwok-v0.8.0``, is no verdict);
 - KubeletIdentityDrift: the node's ``kubernetes.azure.com/kubelet-identity-client-id`` label
   differs from the configured kubelet identity (no label, no verdict);
 - ImageDrift: the NodeClaim's ``status.imageID`` is none of the images in ``status.images``.
@@ -16,6 +17,7 @@ NodeClaim without an image id; here that is no verdict either, so the other chec
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -51,6 +53,8 @@ DRIFT_NODECLASS = "NodeClassDrift"
 DRIFT_K8S_VERSION = "K8sVersionDrift"
 DRIFT_KUBELET_IDENTITY = "KubeletIdentityDrift"
 DRIFT_IMAGE = "ImageDrift"
+
+_KUBERNETES_VERSION = re.compile(r"^\d+\.\d+\.\d+")
 
 LABEL_KUBELET_IDENTITY_CLIENT_ID = "kubernetes.azure.com/kubelet-identity-client-id"
 """Node label with the client id of the kubelet identity the node was launched with."""
@@ -95,7 +99,10 @@ def kubernetes_version_drift(node_class: AKSNodeClass, node: NodeFacts | None) -
         or not _condition_current(node_class, CONDITION_KUBERNETES_VERSION_READY)
     ):
         return ""
-    return DRIFT_K8S_VERSION if node.kubelet_version.removeprefix("v") != version else ""
+    kubelet = node.kubelet_version.removeprefix("v")
+    if _KUBERNETES_VERSION.match(kubelet) is None:
+        return ""  # no kubelet version yet, or not a kubelet's (KWOK's nodes say kwok-v0.8.0)
+    return DRIFT_K8S_VERSION if kubelet != version else ""
 
 
 def kubelet_identity_drift(node: NodeFacts | None, kubelet_identity_client_id: str) -> str:

@@ -119,6 +119,12 @@ def test_an_older_kubelet_is_k8s_version_drift() -> None:
     assert reason(cls, claimed(cls), facts=node("v1.31.2")) == DRIFT_K8S_VERSION
 
 
+def test_a_kubelet_version_that_is_no_kubernetes_version_gives_no_verdict() -> None:
+    cls = node_class(version="1.32.0")
+    assert reason(cls, claimed(cls), facts=node("kwok-v0.8.0")) == ""
+    assert reason(cls, claimed(cls), facts=node("")) == ""
+
+
 def test_no_version_verdict_until_the_version_is_resolved_for_this_generation() -> None:
     cls = node_class(version="1.32.0", generation=2, ready_generation=1)
     assert reason(cls, claimed(cls), image=NEW, facts=node("v1.31.2")) == ""
