@@ -232,6 +232,7 @@ class ArmState:
         self.subnets: dict[str, Subnet] = {}
         self.images: dict[tuple[str, str], list[ImageVersion]] = {}
         self.operations: dict[str, Operation] = {}
+        self._creating: dict[str, Operation] = {}
         self.capacity_faults: list[CapacityFault] = []
         self.request_faults: list[RequestFault] = []
         self._sku_index = {
@@ -281,6 +282,20 @@ class ArmState:
             versions = self.images.setdefault((gallery.lower(), definition.lower()), [])
             versions[:] = [v for v in versions if v.name != version]
             versions.append(ImageVersion(version, published or _now()))
+
+    def clear(self) -> None:
+        """Drop VMs, NICs, disks, operations and faults (the seeded data stays)."""
+        with self.lock:
+            self.vms.clear()
+            self.nics.clear()
+            self.disks.clear()
+            self.operations.clear()
+            self._creating.clear()
+            self.capacity_faults.clear()
+            self.request_faults.clear()
+            for subnet in self.subnets.values():
+                subnet.nic_ip_configs.clear()
+                subnet.next_host = RESERVED_ADDRESSES
 
     # -- request handling ----------------------------------------------------------------
 
@@ -346,7 +361,10 @@ class ArmState:
         delay: float,
         complete: Callable[[], None],
         error: dict[str, Any] | None = None,
+        resource: str = "",
     ) -> dict[str, str]:
+        """Start an operation; the headers that announce it. ``resource`` (a lower-cased id)
+        names the resource it creates, so that deleting it meanwhile cancels the create."""
         operation = Operation(
             id=str(uuid.uuid4()),
             namespace=namespace,
@@ -357,6 +375,8 @@ class ArmState:
             error=error,
         )
         self.operations[operation.id] = operation
+        if resource:
+            self._creating[resource] = operation
         url = (
             f"{self.base_url}/subscriptions/{self.subscription_id}/providers/{namespace}/"
             f"locations/{location}/operations/{operation.id}?api-version="
@@ -379,7 +399,7 @@ class ArmState:
             headers["Retry-After"] = str(math.ceil(remaining))
         else:
             body["endTime"] = operation.ended_at
-        if operation.status == "Failed" and operation.error:
+        if operation.status in ("Failed", "Canceled") and operation.error:
             body["error"] = operation.error["error"]
         return 200, body, headers
 
@@ -546,12 +566,15 @@ class ArmState:
         }
 
         def complete() -> None:
+            self._creating.pop(vm_id.lower(), None)
             current = self.vms.get(vm_id.lower())
             if current is None or current["properties"]["provisioningState"] != "Creating":
                 return
             current["properties"]["provisioningState"] = "Failed" if error else "Succeeded"
 
-        headers = self._start(COMPUTE, location, self.latency.vm_create, complete, error)
+        headers = self._start(
+            COMPUTE, location, self.latency.vm_create, complete, error, resource=vm_id.lower()
+        )
         return 201, self._vm_view(vm), headers
 
     def _update_vm(self, vm: dict[str, Any], body: Mapping[str, Any]) -> Answer:
@@ -759,8 +782,14 @@ class ArmState:
         vm = self.vms.get(vm_id.lower())
         if vm is None:
             return 204, None, {}
-        properties = vm["properties"]
-        properties["provisioningState"] = "Deleting"
+        creating = self._creating.pop(vm_id.lower(), None)
+        if creating is not None and creating.status == "InProgress":
+            creating.status, creating.ended_at = "Canceled", _now()
+            creating.error = arm_error(
+                "OperationPreempted",
+                "Operation execution has been preempted by a more recent operation.",
+            )
+        vm["properties"]["provisioningState"] = "Deleting"
 
         def complete() -> None:
             gone = self.vms.pop(vm_id.lower(), None)

@@ -263,14 +263,7 @@ class FakeARM:
     def reset(self) -> None:
         """Drop VMs, NICs, disks, operations, faults and the request log (seeded SKUs, prices,
         images, subnets and resource groups stay)."""
-        with self.state.lock:
-            self.state.vms.clear()
-            self.state.nics.clear()
-            self.state.disks.clear()
-            self.state.operations.clear()
-            for subnet in self.state.subnets.values():
-                subnet.nic_ip_configs.clear()
-        self.clear_faults()
+        self.state.clear()
         self.requests.clear()
 
     def vms(self) -> list[dict[str, Any]]:

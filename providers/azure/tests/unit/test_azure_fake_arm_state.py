@@ -290,3 +290,29 @@ def test_every_seeded_size_has_a_record_per_region_and_spot_prices_only_where_ca
     spot_sizes = {p["armSkuName"] for p in prices if p["skuName"].endswith(" Spot")}
     capable = {s.name for s in seed.BUILTIN_SKUS if s.low_priority}
     assert spot_sizes == capable
+
+
+def test_deleting_a_vm_while_it_is_created_cancels_the_create() -> None:
+    arm = state(Latency(vm_create=5, vm_delete=0, nic_create=0, nic_delete=0))
+    _, _, created = create(arm, "aks-a")
+    status, _, deleted = arm.handle("DELETE", f"{VM}/aks-a", API, None)
+    assert status == 202
+    _, body, _ = operation(arm, created)
+    assert (body["status"], body["error"]["code"]) == ("Canceled", "OperationPreempted")
+    _, body, _ = operation(arm, deleted)
+    assert body["status"] == "Succeeded"
+    assert arm.vms == {}
+    [nic] = arm.nics.values()
+    assert "virtualMachine" not in nic["properties"]  # detached: its deleteOption is the default
+
+
+def test_clear_drops_resources_and_faults_and_restarts_addresses() -> None:
+    arm = state()
+    create(arm, "aks-a")
+    arm.capacity_faults.append(CapacityFault("AllocationFailed"))
+    arm.clear()
+    assert (arm.vms, arm.nics, arm.disks, arm.capacity_faults) == ({}, {}, {}, [])
+    _, nic, _ = arm.handle("PUT", f"{NIC}/aks-b", API, nic_body())
+    assert (
+        nic["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"] == "10.224.0.4"
+    )
