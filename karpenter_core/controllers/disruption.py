@@ -211,6 +211,7 @@ class DisruptionController(LoopController):
             drifted=drifted,
             preference_policy=settings.preference_policy,
             min_values_policy=settings.min_values_policy,
+            max_multi_node=settings.multi_node_consolidation_max,
         )
 
     def _decide(self) -> tuple[Command | None, Snapshot, dict[str, NodePool], dict[str, str]]:

@@ -69,13 +69,20 @@ class Simulator:
         self._cheapest: list[tuple[NodePoolTemplate, list[float]]] | None = None
 
     def run(self, removed: Sequence[Candidate], minimize: Minimize) -> Results:
-        """Schedule the pending pods and the pods of ``removed`` on the cluster without them."""
+        """Schedule the pending pods and the pods of ``removed`` on the cluster without them (and
+        without their NodeClaims, which would otherwise pass for launches in flight)."""
         self.simulated += 1
         names = {c.name for c in removed}
+        gone = names | {c.node.provider_id for c in removed if c.node.provider_id}
         moved = [bound_to(p, None) for c in removed for p in c.pods]
         reduced = replace(
             self.snapshot,
             nodes=[n for n in self.snapshot.nodes if n.name not in names],
+            nodeclaims=[
+                claim
+                for claim in self.snapshot.nodeclaims
+                if not {claim.status.node_name, claim.status.provider_id} & gone
+            ],
             pending=[*self.snapshot.pending, *moved],
         )
         released = [c.node for c in removed]

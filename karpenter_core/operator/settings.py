@@ -156,6 +156,12 @@ class Settings:
     disruption_validation_delay: float = _setting(
         15.0, "DISRUPTION_VALIDATION_DELAY", _duration, "wait before a consolidation is rechecked"
     )
+    multi_node_consolidation_max: int = _setting(
+        100,
+        "MULTI_NODE_CONSOLIDATION_MAX",
+        _positive_int,
+        "nodes one multi-node consolidation command removes at most",
+    )
     nodeclaim_requeue: float = _setting(
         5.0, "NODECLAIM_REQUEUE", _duration, "recheck period of an unfinished NodeClaim"
     )
