@@ -45,9 +45,9 @@ PRICE_ALIASES = {"priceType": "type"}
 @dataclass(frozen=True, slots=True)
 class Latency:
     """Seconds each long-running operation takes before it completes, and a delay added to
-    every ARM answer (``request``)."""
+    every ARM answer (``request``). Whole seconds suit ARM's ``Retry-After``, which is one."""
 
-    vm_create: float = 1.5
+    vm_create: float = 2.0
     vm_delete: float = 1.0
     nic_create: float = 0.0
     nic_delete: float = 0.0

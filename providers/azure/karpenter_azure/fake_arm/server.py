@@ -74,7 +74,7 @@ class FakeARM:
     """A fake Azure Resource Manager (and Entra ID token endpoint, and Retail Prices API).
 
     ``skus`` (Resource SKUs records) and ``prices`` (Retail Prices items) default to the
-    built-in set of ``seed``; ``latency`` to ``Latency()`` (a VM create takes 1.5 s; use
+    built-in set of ``seed``; ``latency`` to ``Latency()`` (a VM create takes 2 s; use
     ``Latency.none()`` in unit tests). ``tls_dir`` receives the CA and the serving certificate
     (a temporary directory when None). ``port`` 0 picks a free port.
     """
