@@ -31,15 +31,21 @@ def _parser() -> argparse.ArgumentParser:
         help="directory for ca.crt, server.crt and server.key (default: a temporary one)",
     )
     parser.add_argument("--endpoint-file", type=Path, help="also write the JSON line here")
-    defaults = Latency()
-    for name, value in asdict(defaults).items():
+    what = {
+        "vm_create": "a VM create takes",
+        "vm_delete": "a VM delete takes",
+        "nic_create": "a NIC create takes",
+        "nic_delete": "a NIC delete takes",
+        "request": "added to every ARM answer",
+    }
+    for name, value in asdict(Latency()).items():
         parser.add_argument(
             f"--{name.replace('_', '-')}-latency",
             dest=name,
             type=float,
             default=value,
             metavar="SECONDS",
-            help=f"seconds {name.replace('_', ' ')} takes (default {value:g})",
+            help=f"seconds {what[name]} (default {value:g})",
         )
     parser.add_argument(
         "--no-latency", action="store_true", help="every operation completes at once"

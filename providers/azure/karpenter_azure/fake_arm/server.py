@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from karpenter_azure.fake_arm import seed, tls
+from karpenter_azure.fake_arm import compute, seed, tls
 from karpenter_azure.fake_arm.arm import Answer, ArmState, Latency
 from karpenter_azure.fake_arm.faults import (
     CapacityFault,
@@ -270,7 +270,7 @@ class FakeARM:
         """Every VM as ARM shows it (operations whose time has come are completed first)."""
         with self.state.lock:
             self.state.advance()
-            return [self.state._vm_view(vm) for _, vm in sorted(self.state.vms.items())]
+            return [compute.vm_view(vm) for _, vm in sorted(self.state.vms.items())]
 
     def nics(self) -> list[dict[str, Any]]:
         """Every network interface as ARM shows it."""
