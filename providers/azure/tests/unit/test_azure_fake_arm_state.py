@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -316,3 +317,18 @@ def test_clear_drops_resources_and_faults_and_restarts_addresses() -> None:
     assert (
         nic["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"] == "10.224.0.4"
     )
+
+
+def test_the_price_list_answers_upstreams_query() -> None:
+    arm = state()
+    conditions = (
+        "priceType eq 'Consumption' and currencyCode eq 'USD' and serviceFamily eq 'Compute' "
+        "and serviceName eq 'Virtual Machines' and armRegionName eq 'westus2'"
+    )
+    query = urlencode({"api-version": "2023-01-01-preview", "$filter": conditions})  # '+' spaces
+    status, page, _ = arm.handle("GET", "/api/retail/prices", query, None)
+    assert status == 200
+    assert page["Count"] == len(page["Items"]) > 0
+    assert {item["armRegionName"] for item in page["Items"]} == {"westus2"}
+    skus = {item["skuName"] for item in page["Items"]}
+    assert {"D2s v3", "D2s v3 Spot", "D2s v3 Low Priority"} <= skus
