@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 ADMIN_PREFIX = "/fake-arm-api"
 TOKEN_LIFETIME = 3599
+JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+"""The client assertion type of a federated (workload identity) token request."""
 SHUTDOWN_POLL = 0.05
 """Seconds between the server loop's checks for ``stop``."""
 _OIDC = re.compile(r"^/(?P<tenant>[^/]+)/v2\.0/\.well-known/openid-configuration$")
@@ -386,6 +388,10 @@ class FakeARM:
                 f"found in the directory '{tenant}'.",
             )
         assertion = form.get("client_assertion")
+        if assertion is not None and form.get("client_assertion_type") != JWT_BEARER:
+            return _aad_error(
+                400, "invalid_request", "AADSTS50027: The client assertion type is not supported."
+            )
         if assertion is None and form.get("client_secret") != self.client_secret:
             return _aad_error(
                 401, "invalid_client", "AADSTS7000215: Invalid client secret provided."

@@ -24,6 +24,7 @@ from azure.core.exceptions import (
     ResourceExistsError,
     ResourceNotFoundError,
 )
+from azure.mgmt.compute import ComputeManagementClient
 
 from karpenter_azure.fake_arm import FakeARM, Latency, seed
 
@@ -154,6 +155,23 @@ def test_a_wrong_secret_is_refused_and_arm_refuses_requests_without_a_token(fake
         )
     assert refused.value.code == 401
     assert json.loads(refused.value.read())["error"]["code"] == "InvalidAuthenticationToken"
+
+
+def test_workload_identity_exchanges_its_federated_token(fake: FakeARM, tmp_path: Any) -> None:
+    from azure.identity import WorkloadIdentityCredential
+
+    token_file = tmp_path / "azure-identity-token"
+    token_file.write_text("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.c2ln")
+    credential = WorkloadIdentityCredential(
+        tenant_id=fake.tenant_id,
+        client_id=fake.client_id,
+        token_file_path=str(token_file),
+        authority=fake.authority,
+        disable_instance_discovery=True,
+        connection_verify=fake.ca_file,
+    )
+    compute = ComputeManagementClient(credential, fake.subscription_id, **fake.client_kwargs())
+    assert list(compute.resource_skus.list(filter="location eq 'westus2'"))
 
 
 # -- resource SKUs, subnets, images --------------------------------------------------------
