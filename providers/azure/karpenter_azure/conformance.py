@@ -166,30 +166,29 @@ class AzureProfile:
             TAG_CLUSTER: seed.CLUSTER_NAME,
             TAG_NODECLASS: NODE_CLASS,
         }
-        nic = (
-            fake.network_client()
-            .network_interfaces.begin_create_or_update(
-                group,
-                name,
-                {
-                    "location": seed.LOCATION,
-                    "tags": owned,
-                    "properties": {
-                        "ipConfigurations": [
-                            {
-                                "name": name,
-                                "properties": {
-                                    "primary": True,
-                                    "subnet": {"id": fake.subnet_id()},
-                                },
-                            }
-                        ]
-                    },
+        # raw ARM JSON bodies: the typed overloads take models
+        network: Any = fake.network_client()
+        compute: Any = fake.compute_client()
+        nic = network.network_interfaces.begin_create_or_update(
+            group,
+            name,
+            {
+                "location": seed.LOCATION,
+                "tags": owned,
+                "properties": {
+                    "ipConfigurations": [
+                        {
+                            "name": name,
+                            "properties": {
+                                "primary": True,
+                                "subnet": {"id": fake.subnet_id()},
+                            },
+                        }
+                    ]
                 },
-            )
-            .result()
-        )
-        fake.compute_client().virtual_machines.begin_create_or_update(
+            },
+        ).result()
+        compute.virtual_machines.begin_create_or_update(
             group,
             name,
             {
