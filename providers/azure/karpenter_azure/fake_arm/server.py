@@ -9,10 +9,12 @@ admin API (``/fake-arm-api/...``) to inject faults and read what happened.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import secrets
 import socket
 import ssl
+import sys
 import tempfile
 import threading
 import time
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
     from azure.identity import ClientSecretCredential
     from azure.mgmt.compute import ComputeManagementClient
     from azure.mgmt.network import NetworkManagementClient
+
+logger = logging.getLogger(__name__)
 
 ADMIN_PREFIX = "/fake-arm-api"
 TOKEN_LIFETIME = 3599
@@ -70,6 +74,8 @@ class _TLSServer(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients that hang up or fail the handshake are not worth a traceback."""
+        if not isinstance(sys.exc_info()[1], (ssl.SSLError, ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
 
 
 class FakeARM:
@@ -532,9 +538,14 @@ def _handler(fake: FakeARM) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             parts = urlsplit(self.path)
-            (status, body, headers), record = fake.answer(
-                method, parts.path, parts.query, dict(self.headers.items()), raw
-            )
+            try:
+                (status, body, headers), record = fake.answer(
+                    method, parts.path, parts.query, dict(self.headers.items()), raw
+                )
+            except Exception as error:  # a bug in the fake: answer, and say where
+                logger.exception("fake ARM failed on %s %s", method, self.path)
+                message = f"The fake ARM server failed: {error!r}"
+                (status, body, headers), record = (500, arm_error("FakeFailure", message), {}), None
             data = b"" if body is None else json.dumps(body).encode()
             self.send_response(status)
             if data:

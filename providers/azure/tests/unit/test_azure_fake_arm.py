@@ -498,3 +498,19 @@ def test_the_server_runs_as_a_process(tmp_path: Any) -> None:
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
+
+
+def test_a_failure_inside_the_fake_is_answered_with_500_and_logged(
+    fake: FakeARM, clients: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    compute, _ = clients
+
+    def broken(*_: Any) -> Any:
+        raise KeyError("properties")
+
+    monkeypatch.setattr(fake.state, "handle", broken)
+    with pytest.raises(HttpResponseError) as failed:
+        compute.virtual_machines.get(RG, "aks-a")
+    assert (failed.value.status_code, failed.value.error.code) == (500, "FakeFailure")
+    assert "KeyError('properties')" in failed.value.error.message
+    assert "fake ARM failed on GET" in caplog.text
