@@ -110,21 +110,8 @@ def registrar(aws: AWSEnv, kube_client: client.ApiClient) -> Iterator[RegistrarT
 # -- objects -----------------------------------------------------------------------------
 
 
-def default_security_group(aws: AWSEnv) -> str:
-    """The VPC's default security group."""
-    [group] = aws.client("ec2").describe_security_groups(
-        Filters=[
-            {"Name": "vpc-id", "Values": [aws.vpc_id]},
-            {"Name": "group-name", "Values": ["default"]},
-        ]
-    )["SecurityGroups"]
-    return str(group["GroupId"])
-
-
 def nodeclass(name: str, aws: AWSEnv, ami_terms: list[dict[str, str]], **spec: Any) -> dict:
-    """An EC2NodeClass discovering the seeded subnets by tag, with the VPC's default security
-    group: moto's CreateFleet ignores the launch template's security groups and puts every
-    instance in that group, so any other selection would read as security group drift."""
+    """An EC2NodeClass discovering the seeded subnets and security group by their tag."""
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "EC2NodeClass",
@@ -133,7 +120,9 @@ def nodeclass(name: str, aws: AWSEnv, ami_terms: list[dict[str, str]], **spec: A
             "role": aws.node_role,
             "amiSelectorTerms": ami_terms,
             "subnetSelectorTerms": [{"tags": {moto_account.DISCOVERY_TAG: aws.cluster_name}}],
-            "securityGroupSelectorTerms": [{"id": default_security_group(aws)}],
+            "securityGroupSelectorTerms": [
+                {"tags": {moto_account.DISCOVERY_TAG: aws.cluster_name}}
+            ],
             **spec,
         },
     }
@@ -273,7 +262,7 @@ def test_pending_pods_run_on_launched_instances_that_are_terminated_after(
         )
         status = resolved["status"]
         assert {s["id"] for s in status["subnets"]} == set(aws.subnet_ids.values())
-        assert [g["id"] for g in status["securityGroups"]] == [default_security_group(aws)]
+        assert [g["id"] for g in status["securityGroups"]] == [aws.security_group_id]
         assert aws.images["al2023/x86_64/standard"] in {a["id"] for a in status["amis"]}
         assert status["instanceProfile"]
 
@@ -401,11 +390,6 @@ def test_spot_interruption_replaces_the_node_away_from_the_interrupted_offering(
         cleanup(kube_client, pool, "job", namespace)
 
 
-@pytest.mark.xfail(
-    reason="known defect: a drift replacement can launch on the previous AMI right after the "
-    "AMI selector changes, so a replacement is itself drifted (see docs/aws.md, Known issues)",
-    strict=False,
-)
 def test_ami_selection_change_drifts_nodes_replaced_one_at_a_time(
     aws: AWSEnv,
     kube_client: client.ApiClient,
