@@ -1,8 +1,9 @@
 """What a fresh fake ARM server holds: resource SKUs, retail prices, AKS node images, a VNet.
 
-The built-in SKU set is small (17 sizes in three regions) and chosen to exercise the provider's
-filters: x64 and Arm64, Gen1/Gen2, GPUs, a burstable 1-vCPU size, a constrained-CPU size, a
-confidential size, location and zone restrictions and a region without zones. Capability names
+The built-in SKU set is small (18 sizes in three regions) and chosen to exercise the provider's
+filters: x64 and Arm64, Gen1/Gen2, GPUs, 1-vCPU sizes, a 2-vCPU size with 1 GiB, a
+constrained-CPU size, a confidential size, location and zone restrictions and a region without
+zones. Capability names
 and shapes are those of the Resource SKUs API (api-version 2021-07-01); on-demand prices are
 approximate Linux list prices in eastus (other regions are scaled), spot is 20% of on-demand.
 They are test data, not a price list.
@@ -89,6 +90,7 @@ class SkuSpec:
 BUILTIN_SKUS: tuple[SkuSpec, ...] = (
     SkuSpec("Standard_B1s", "standardBSFamily", 1, 1, 0.0104, accelerated_networking=False),
     SkuSpec("Standard_A1_v2", "standardAv2Family", 1, 2, 0.043, premium_io=False),
+    SkuSpec("Standard_B2ts_v2", "standardBsv2Family", 2, 1, 0.0084),
     SkuSpec("Standard_D2s_v3", "standardDSv3Family", 2, 8, 0.096),
     SkuSpec("Standard_D4s_v3", "standardDSv3Family", 4, 16, 0.192),
     SkuSpec("Standard_D8s_v3", "standardDSv3Family", 8, 32, 0.384),
