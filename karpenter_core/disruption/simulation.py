@@ -18,13 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from karpenter_core.apis import labels as wk
-from karpenter_core.scheduling.scheduler import (
-    Minimize,
-    Results,
-    compile_templates,
-    free_capacity,
-    schedule,
-)
+from karpenter_core.scheduling.scheduler import Minimize, Prepared, Results, schedule
 
 if TYPE_CHECKING:
     from karpenter_core.disruption.candidates import Candidate
@@ -60,7 +54,7 @@ class Simulator:
         self.ignore_preferences = ignore_preferences
         self.min_values_strict = min_values_strict
         self.spot_to_spot = spot_to_spot
-        self.templates = compile_templates(snapshot)
+        self.prepared = Prepared(snapshot)
         self.simulated = 0
         """Simulations run."""
         self.pruned = 0
@@ -85,13 +79,12 @@ class Simulator:
             ],
             pending=[*self.snapshot.pending, *moved],
         )
-        released = [c.node for c in removed]
         return schedule(
             reduced,
             minimize,
             ignore_preferences=self.ignore_preferences,
             min_values_strict=self.min_values_strict,
-            templates=[template.released(released) for template in self.templates],
+            prepared=self.prepared,
         )
 
     def cannot_consolidate(self, removed: Sequence[Candidate]) -> bool:
@@ -108,7 +101,7 @@ class Simulator:
     def _homeless(self, removed: Sequence[Candidate]) -> list[PodInfo]:
         """The pods of ``removed`` that fit in the free room of no node left."""
         if self._free is None:
-            free = free_capacity(self.snapshot, self.templates)
+            free = self.prepared.free_capacity()
             self._free = sorted(free.items(), key=lambda item: -item[1].get("cpu", 0))
         names = {c.name for c in removed}
         out = []
@@ -151,7 +144,7 @@ class Simulator:
         at within the NodePool's requirements."""
         if self._cheapest is None:
             self._cheapest = []
-            for template in self.templates:
+            for template in self.prepared.templates:
                 _, offerings = template.compatible(template.requirements)
                 prices = [
                     offerings[i].price if i in offerings else float("inf")

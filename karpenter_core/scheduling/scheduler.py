@@ -45,9 +45,9 @@ __all__ = [
     "MAX_INSTANCE_TYPES",
     "Minimize",
     "NewNodeClaim",
+    "Prepared",
     "Results",
     "compile_templates",
-    "free_capacity",
     "schedulable",
     "schedule",
 ]
@@ -186,7 +186,16 @@ def _ports_conflict(
 class _Existing:
     """An existing node (or an in-flight NodeClaim) and the pods this run adds to it."""
 
-    __slots__ = ("available", "node", "pods", "ports", "requirements", "taints")
+    __slots__ = (
+        "available",
+        "node",
+        "owners",
+        "pods",
+        "ports",
+        "requirements",
+        "shared",
+        "taints",
+    )
     allow_undefined = _NO_UNDEFINED
 
     def __init__(
@@ -209,6 +218,23 @@ class _Existing:
                 self.ports.update(ds.host_ports)
         self.available = {n: a - used.get(n, 0) for n, a in node.allocatable.items()}
         self.pods: list[PodInfo] = []
+        self.owners = [p for p in node.pods if p.pod_anti_affinity]
+        """Bound pods with a required anti-affinity (they constrain pods placed later)."""
+        self.shared = False
+        """Part of a ``Prepared`` cluster: runs read it and add pods to a ``fresh`` copy."""
+
+    def fresh(self) -> _Existing:
+        """A copy of a shared node for one run to add pods to."""
+        clone = _Existing.__new__(_Existing)
+        clone.node = self.node
+        clone.requirements = self.requirements
+        clone.taints = self.taints
+        clone.owners = self.owners
+        clone.available = dict(self.available)
+        clone.ports = set(self.ports)
+        clone.pods = []
+        clone.shared = False
+        return clone
 
     def topology_requirements(self) -> Requirements:
         return self.requirements
@@ -382,24 +408,25 @@ class _Solver:
         minimize: Minimize,
         ignore_preferences: bool,
         min_values_strict: bool,
-        templates: Sequence[NodePoolTemplate] | None,
+        prepared: Prepared | None,
     ) -> None:
         self.minimize = minimize
         self.ignore_preferences = ignore_preferences
         self.min_values_strict = min_values_strict
         self.results = Results()
-        compiled = compile_templates(snapshot) if templates is None else templates
-        self.templates = [template.released() for template in compiled]
+        if prepared is None:
+            self.templates = compile_templates(snapshot)
+            self.existing = _existing(snapshot)
+        else:
+            present = {node.name for node in snapshot.nodes}
+            released = [node for node in prepared.nodes if node.name not in present]
+            self.templates = [template.released(released) for template in prepared.templates]
+            self.existing = [e for e in prepared.existing if e.node.name in present]
         for template in self.templates:
             if not template.index.types:
                 self.results.warnings.append(
                     f"NodePool {template.name}: no instance type satisfies its requirements"
                 )
-        self.existing = [
-            _Existing(node, snapshot.daemonsets)
-            for node in sorted(snapshot.nodes, key=lambda n: (not n.initialized, n.name))
-            if not node.deleting
-        ]
         self.existing += self._in_flight(snapshot)
         self.claims: list[_Claim] = []
         self.waiting: dict[tuple[object, ...], int] = {}
@@ -409,11 +436,10 @@ class _Solver:
         )
         self.topology = Topology(self._domain_sources, self._bound)
         for existing in self.existing:
-            for pod in existing.node.pods:
-                if pod.pod_anti_affinity:
-                    state = PodState(pod, Requirements())
-                    owned = state.groups(self.topology, state.requirements())
-                    self.topology.record_owner(pod, owned, existing)
+            for pod in existing.owners:
+                state = PodState(pod, Requirements())
+                owned = state.groups(self.topology, state.requirements())
+                self.topology.record_owner(pod, owned, existing)
         self._topology_reason = ""
         self._required = Requirements()
         self._requirements: dict[tuple[object, ...], tuple[Requirements, Requirements]] = {}
@@ -467,6 +493,8 @@ class _Solver:
 
     def _in_flight(self, snapshot: Snapshot) -> list[_Existing]:
         """NodeClaims launched but not registered yet, as capacity that pods may wait for."""
+        if not snapshot.nodeclaims:
+            return []
         registered = {node.name for node in snapshot.nodes}
         registered |= {node.provider_id for node in snapshot.nodes if node.provider_id}
         catalog = {
@@ -563,11 +591,14 @@ class _Solver:
             checks += [g for g in self.topology.selecting(pod) if g.kind == INVERSE]
         placed: _Existing | _Claim | None = None
         cpu, memory = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
-        for existing in self.existing:
+        for index, existing in enumerate(self.existing):
             available = existing.available
             if cpu > available.get("cpu", 0) or memory > available.get("memory", 0):
                 continue
+            if existing.shared:  # a prepared node: this run adds its pods to a copy
+                existing = existing.fresh()
             if existing.try_add(self, state, requirements, checks):
+                self.existing[index] = existing
                 placed = existing
                 break
         else:
@@ -848,8 +879,7 @@ def _plan(
 
 def compile_templates(snapshot: Snapshot) -> list[NodePoolTemplate]:
     """The snapshot's NodePools compiled for scheduling, in the order the scheduler tries them
-    (weight, then name). Runs on the same cluster less some nodes may share them (``schedule``'s
-    ``templates``): compiling is most of the cost of a small simulation."""
+    (weight, then name)."""
     return [
         NodePoolTemplate(
             nodepool,
@@ -863,14 +893,37 @@ def compile_templates(snapshot: Snapshot) -> list[NodePoolTemplate]:
     ]
 
 
-def free_capacity(
-    snapshot: Snapshot, templates: Sequence[NodePoolTemplate] | None = None
-) -> dict[str, dict[str, int]]:
-    """What each node a run may place pods on (existing nodes not being deleted, in-flight
-    NodeClaims) has left as the run starts, by name: its allocatable less its pods' requests and
-    those of the DaemonSet pods it will run."""
-    solver = _Solver(snapshot, Minimize.PRICE, False, True, templates)
-    return {existing.node.name: existing.available for existing in solver.existing}
+def _existing(snapshot: Snapshot) -> list[_Existing]:
+    """The nodes a run may place pods on, initialized ones first, by name; deleting ones left
+    out."""
+    return [
+        _Existing(node, snapshot.daemonsets)
+        for node in sorted(snapshot.nodes, key=lambda n: (not n.initialized, n.name))
+        if not node.deleting
+    ]
+
+
+class Prepared:
+    """A cluster made ready for many scheduling runs on it less some of its nodes (disruption
+    simulations): its NodePools compiled and its nodes' starting state, built once. Building
+    them is most of the cost of a run that places a few pods in a large cluster."""
+
+    __slots__ = ("existing", "nodes", "snapshot", "templates")
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.nodes = list(snapshot.nodes)
+        self.templates = compile_templates(snapshot)
+        self.existing = _existing(snapshot)
+        for existing in self.existing:
+            existing.shared = True
+
+    def free_capacity(self) -> dict[str, dict[str, int]]:
+        """What each node a run may place pods on (nodes not being deleted, NodeClaims in
+        flight) has left, by name: its allocatable less its pods' requests and those of the
+        DaemonSet pods it will run."""
+        solver = _Solver(self.snapshot, Minimize.PRICE, False, True, self)
+        return {existing.node.name: existing.available for existing in solver.existing}
 
 
 def schedulable(pods: Sequence[PodInfo]) -> list[PodInfo]:
@@ -892,14 +945,15 @@ def schedule(
     *,
     ignore_preferences: bool = False,
     min_values_strict: bool = True,
-    templates: Sequence[NodePoolTemplate] | None = None,
+    prepared: Prepared | None = None,
 ) -> Results:
     """Place the snapshot's pending pods on existing nodes and new NodeClaims.
 
     ``ignore_preferences`` is PREFERENCE_POLICY=Ignore; ``min_values_strict`` False is
     MIN_VALUES_POLICY=BestEffort (NodeClaims that cannot meet minValues are marked relaxed).
-    ``templates`` are NodePools compiled by ``compile_templates`` for this cluster (with the
-    limit capacity of nodes missing from ``snapshot`` released); the run works on copies.
+    ``prepared`` is a larger cluster made ready earlier, which ``snapshot`` is with some nodes
+    removed (its pending pods and NodeClaims may differ): the run starts from copies of its
+    state, the removed nodes' capacity given back to their NodePools' limits.
     """
-    solver = _Solver(snapshot, minimize, ignore_preferences, min_values_strict, templates)
+    solver = _Solver(snapshot, minimize, ignore_preferences, min_values_strict, prepared)
     return solver.solve(schedulable(snapshot.pending))

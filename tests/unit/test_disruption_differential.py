@@ -109,7 +109,7 @@ def _pods(rng: random.Random, name: str, room_cpu: int, room_gi: int, fill: floa
 
 def cluster(seed: int) -> tuple[Snapshot, Options]:
     """A random cluster: 1-3 NodePools, 3-16 nodes from empty to full, maybe pending pods, the
-    nodes' NodeClaims, a DaemonSet and a PodDisruptionBudget."""
+    nodes' NodeClaims, a NodeClaim still launching, a DaemonSet and a PodDisruptionBudget."""
     rng = random.Random(seed)
     pools = [_nodepool(rng, f"pool-{i}") for i in range(rng.randint(1, 3))]
     nodes: list[NodeInfo] = []
@@ -145,6 +145,9 @@ def cluster(seed: int) -> tuple[Snapshot, Options]:
             )
             claim.status.node_name = n.name
             claims.append(claim)
+    if rng.random() < 0.3:
+        launching = rng.choice(pools).metadata.name or ""
+        claims.append(in_flight("launching", cpu=rng.choice(("2", "4")), nodepool_name=launching))
     snapshot = Snapshot(
         nodepools=pools,
         nodeclaims=claims,

@@ -76,9 +76,10 @@ def test_multi_node_commands_stop_at_the_budget():
     assert [len(c.candidates) for c in result.commands] == [2]
 
 
-def test_a_pass_compiles_each_nodepool_once(monkeypatch):
+def test_a_pass_builds_the_nodepools_and_the_nodes_state_once(monkeypatch):
     # Three NodePools, several simulations (multi-node's binary search): each NodePool is
-    # compiled for scheduling once for the whole pass, not once per simulation.
+    # compiled for scheduling, and each node's starting state built, once for the whole pass,
+    # not once per simulation.
     nodes = [
         node(f"n-{i}", "c-4", nodepool=f"p{i % 3}", pods=pods(f"app{i}-x", f"n-{i}", 1))
         for i in range(6)
@@ -86,10 +87,12 @@ def test_a_pass_compiles_each_nodepool_once(monkeypatch):
     cluster = snapshot(nodes, [_pool(f"p{i}") for i in range(3)])
     solves = _count(monkeypatch, scheduler._Solver, "solve")
     compiled = _count(monkeypatch, templates.NodePoolTemplate, "__init__")
+    built = _count(monkeypatch, scheduler._Existing, "__init__")
     command = next_command(cluster, NOW, Options())
     assert command is not None and len(command.candidates) == 5
     assert len(solves) >= 3
     assert len(compiled) == 3
+    assert len(built) == len(nodes)
 
 
 def test_a_full_cluster_pass_simulates_nothing(monkeypatch):
