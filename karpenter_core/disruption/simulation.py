@@ -1,7 +1,8 @@
 """Disruption simulations within one pass, pure: the work they share is done once.
 
 A pass asks many questions of the same cluster ("what if these nodes were gone?"). The NodePools
-are compiled for scheduling once per pass, not once per question, and a quick test rules out
+are compiled for scheduling and the nodes' scheduling state built once per pass, when the first
+question comes, not once per question (``Prepared``), and a quick test rules out
 consolidations that cannot succeed before any scheduling runs: when a pod of the candidates fits
 in no other node's free room, the pods with nowhere else to go must all land on one new node
 strictly cheaper than the candidates, so if no instance type of any NodePool that holds them
@@ -54,13 +55,20 @@ class Simulator:
         self.ignore_preferences = ignore_preferences
         self.min_values_strict = min_values_strict
         self.spot_to_spot = spot_to_spot
-        self.prepared = Prepared(snapshot)
+        self._prepared: Prepared | None = None
         self.simulated = 0
         """Simulations run."""
         self.pruned = 0
         """Consolidations ruled out without a simulation."""
         self._free: list[tuple[str, dict[str, int]]] | None = None
         self._cheapest: list[tuple[NodePoolTemplate, list[float]]] | None = None
+
+    @property
+    def prepared(self) -> Prepared:
+        """The cluster made ready for the pass's simulations (on first use)."""
+        if self._prepared is None:
+            self._prepared = Prepared(self.snapshot)
+        return self._prepared
 
     def run(self, removed: Sequence[Candidate], minimize: Minimize) -> Results:
         """Schedule the pending pods and the pods of ``removed`` on the cluster without them (and
