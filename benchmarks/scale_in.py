@@ -89,7 +89,8 @@ replacements)."""
 
 @dataclass(frozen=True, slots=True)
 class Options:
-    """What to run: N nodes, the timers, how long a phase may take (seconds)."""
+    """What to run: N nodes, the timers, how long a step may take (seconds; the scale-up
+    twice as long)."""
 
     nodes: int = 1000
     timers: str = "upstream"
@@ -474,7 +475,7 @@ def run(kubeconfig: Path, options: Options, workdir: Path, out: TextIO = sys.std
         workload.create()
         desired = dict(workload.replicas)
         report.scale_up_s = _converge(
-            workload, desired, started, quiet, options.phase_timeout, controller.alive
+            workload, desired, started, quiet, 2 * options.phase_timeout, controller.alive
         )
         report.scale_up_nodes = len(workload.nodes())
         print(

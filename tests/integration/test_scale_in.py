@@ -20,7 +20,7 @@ LIMIT = 300.0
 def test_a_scale_in_of_100_nodes_converges_within_budgets(
     kube_cluster: object, tmp_path: Path
 ) -> None:
-    options = scale_in.Options(nodes=NODES, timers="fast", phase_timeout=90.0, interval=0.5)
+    options = scale_in.Options(nodes=NODES, timers="fast", phase_timeout=100.0, interval=0.5)
     report = scale_in.run(Path(kube_cluster.kubeconfig), options, tmp_path)  # type: ignore[attr-defined]
     print(scale_in.render(report))
     assert report.violations == []
