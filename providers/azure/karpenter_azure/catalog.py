@@ -215,7 +215,7 @@ class Catalog:
         the Retail Prices API (at the ARM endpoint override when one is set, for the fake ARM
         server), with the packaged prices until those answer."""
         if not settings.region:
-            raise CatalogError("no Azure region: set --region (ARM_LOCATION)")
+            raise CatalogError("no Azure region: set --region (LOCATION)")
         url = RETAIL_PRICES_URL
         if settings.arm_endpoint_url:
             url = settings.arm_endpoint_url.rstrip("/") + "/api/retail/prices"

@@ -224,9 +224,12 @@ def _restrictions(record: Mapping[str, Any], location: str) -> tuple[bool, froze
 
 def from_resource_sku(record: Mapping[str, Any], location: str) -> Sku | None:
     """A ``Sku`` from one Resource SKUs record (an azure-mgmt-compute ``ResourceSku`` or its ARM
-    JSON) in ``location``; None when it is not a VM size, has no vCPU or memory figure, or its
-    name does not parse. Filters are ``skip_reason``'s."""
+    JSON) in ``location``; None when it is not a VM size of that location, has no vCPU or memory
+    figure, or its name does not parse. Filters are ``skip_reason``'s."""
     if str(record.get("resourceType") or "") != "virtualMachines":
+        return None
+    locations = [str(loc).lower() for loc in record.get("locations") or ()]
+    if locations and location.lower() not in locations:
         return None
     name = str(record.get("name") or "")
     size = parse_size(name)

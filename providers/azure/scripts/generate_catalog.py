@@ -39,8 +39,8 @@ DERIVED = {
     "zones": "zones 1-3 in regions with availability zones (ZONAL_REGIONS), none elsewhere; "
     "every size of such a region is taken to be offered in all three",
     "architecture": "arm64 when the size's features contain 'p' (Dpsv5, Epsv5, Bpsv2), else amd64",
-    "accelerated_networking": "true except A-series, first-generation B-series and sizes with "
-    "fewer than 2 vCPUs",
+    "accelerated_networking": "true except A-series, first-generation B-series below 12 vCPUs "
+    "and sizes with fewer than 2 vCPUs",
     "premium_io": "true when the size's features contain 's' or its subfamily ends in 'S' (DS, GS)",
     "spot": "LowPriorityCapable when the source has a spot price for the size in the region",
 }
@@ -54,7 +54,8 @@ def _accelerated_networking(name: str, vcpus: int) -> bool:
     size = parse_size(name)
     if size is None or vcpus < 2:
         return False
-    return not (size.family == "A" or (size.family == "B" and not size.version))
+    first_b = size.family == "B" and not size.version and vcpus < 12
+    return not (size.family == "A" or first_b)
 
 
 def _premium_io(name: str) -> bool:
