@@ -161,9 +161,14 @@ def _tax(amount: float, brackets: tuple[tuple[float, float], ...]) -> float:
 
 def kube_reserved(vcpus: int, memory_gib: float) -> dict[str, int]:
     """AKS's kube-reserved cpu and memory, in thousandths (milli-cores, milli-bytes)."""
+    return dict(_kube_reserved(vcpus, memory_gib))
+
+
+@functools.cache
+def _kube_reserved(vcpus: int, memory_gib: float) -> tuple[tuple[str, int], ...]:
     cpu_milli = int(1000 * _tax(float(vcpus), _CPU_TAX_CORES))
     memory_mib = int(1024 * _tax(memory_gib, _MEMORY_TAX_GIB))
-    return {"cpu": cpu_milli, "memory": memory_mib * 2**20 * 1000}
+    return (("cpu", cpu_milli), ("memory", memory_mib * 2**20 * 1000))
 
 
 def memory_capacity(memory_gib: float, overhead_percent: float) -> int:
@@ -176,6 +181,12 @@ def memory_capacity(memory_gib: float, overhead_percent: float) -> int:
 def _label(key: str, value: str) -> Requirement:
     """``key In [value]``, shared between types (requirements are never mutated)."""
     return Requirement(key, False, frozenset((value,)))
+
+
+@functools.cache
+def _label_set(key: str, values: frozenset[str]) -> Requirement:
+    """``key In values``, shared between types like ``_label``."""
+    return Requirement(key, False, values)
 
 
 @functools.cache
@@ -255,11 +266,10 @@ def build(
     requirements = Requirements(_size_requirements(sku))
     requirements.add(
         _label(wk.TOPOLOGY_REGION, options.region),
-        Requirement(wk.TOPOLOGY_ZONE, False, frozenset(o.zone for o in live)),
-        Requirement(wk.CAPACITY_TYPE, False, frozenset(o.capacity_type for o in live)),
-        Requirement(
+        _label_set(wk.TOPOLOGY_ZONE, frozenset(o.zone for o in live)),
+        _label_set(wk.CAPACITY_TYPE, frozenset(o.capacity_type for o in live)),
+        _label_set(
             LABEL_PLACEMENT_SCOPE,
-            False,
             frozenset(_SCOPE_REGIONAL if o.zone == REGIONAL_ZONE else _SCOPE_ZONAL for o in live),
         ),
     )
