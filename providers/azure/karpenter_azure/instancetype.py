@@ -14,8 +14,9 @@
 Offerings: per zone of the SKU (``<region>-<n>``) and a regional placement (zone ``"0"``, as AKS
 labels regional nodes), on-demand always and spot where the SKU is LowPriorityCapable; a price
 the price book lacks or an unavailable mark makes an offering unavailable. The zone,
-capacity-type and placement-scope requirements are those of the available offerings, as
-upstream's are.
+capacity-type, placement-scope and AKS priority (``kubernetes.azure.com/scalesetpriority`` and
+``/priority``: ``regular`` or ``spot``) requirements are those of the available offerings, as
+upstream's are; ``kubernetes.azure.com/sku-cpu`` and ``/sku-memory`` repeat the size's.
 
 Every ``karpenter.azure.com/sku-*`` label is defined on every type: where a size has no value
 (the GPU name of a size without GPUs, the ephemeral OS disk size where Azure gives none) the
@@ -35,9 +36,14 @@ from karpenter_core.cloudprovider.types import InstanceType, Offering, Overhead
 from karpenter_core.scheduling.requirements import Requirement, Requirements
 
 __all__ = [
+    "AKS_DOMAIN",
     "DEFAULT_OS_DISK_SIZE_GB",
     "EVICTION_MEMORY_AVAILABLE",
     "GROUP",
+    "LABEL_AKS_PRIORITY",
+    "LABEL_AKS_SCALESET_PRIORITY",
+    "LABEL_AKS_SKU_CPU",
+    "LABEL_AKS_SKU_MEMORY",
     "LABEL_PLACEMENT_SCOPE",
     "LABEL_SKU_ACCELERATED_NETWORKING",
     "LABEL_SKU_CPU",
@@ -80,6 +86,11 @@ LABEL_SKU_GPU_MANUFACTURER = f"{GROUP}/sku-gpu-manufacturer"
 LABEL_SKU_GPU_COUNT = f"{GROUP}/sku-gpu-count"
 LABEL_SKU_HYPERV_GENERATION = f"{GROUP}/sku-hyperv-generation"
 LABEL_PLACEMENT_SCOPE = f"{GROUP}/placement-scope"
+AKS_DOMAIN = "kubernetes.azure.com"
+LABEL_AKS_SKU_CPU = f"{AKS_DOMAIN}/sku-cpu"
+LABEL_AKS_SKU_MEMORY = f"{AKS_DOMAIN}/sku-memory"
+LABEL_AKS_SCALESET_PRIORITY = f"{AKS_DOMAIN}/scalesetpriority"
+LABEL_AKS_PRIORITY = f"{AKS_DOMAIN}/priority"
 SKU_LABELS = (
     LABEL_SKU_NAME,
     LABEL_SKU_FAMILY,
@@ -111,6 +122,7 @@ _CPU_TAX_CORES = ((1.0, 0.06), (2.0, 0.04), (4.0, 0.02), (math.inf, 0.01))
 _SCOPE_ZONAL = "zonal"
 _SCOPE_REGIONAL = "regional"
 _CAPACITY_TYPES = (wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_SPOT)
+_PRIORITY = {wk.CAPACITY_TYPE_ON_DEMAND: "regular", wk.CAPACITY_TYPE_SPOT: "spot"}
 _ABSENT = {key: Requirement(key, False) for key in SKU_LABELS}
 
 Prices = Callable[[str, str], float | None]
@@ -197,6 +209,8 @@ def _offering_requirements(capacity_type: str, zone: str) -> Requirements:
             _label(wk.CAPACITY_TYPE, capacity_type),
             _label(wk.TOPOLOGY_ZONE, zone),
             _label(LABEL_PLACEMENT_SCOPE, scope),
+            _label(LABEL_AKS_SCALESET_PRIORITY, _PRIORITY[capacity_type]),
+            _label(LABEL_AKS_PRIORITY, _PRIORITY[capacity_type]),
         )
     )
 
@@ -214,6 +228,8 @@ def _size_requirements(sku: Sku) -> list[Requirement]:
         _label(LABEL_SKU_VERSION, size.version_number),
         _label(LABEL_SKU_CPU, str(sku.vcpus)),
         _label(LABEL_SKU_MEMORY, str(memory_mib)),
+        _label(LABEL_AKS_SKU_CPU, str(sku.vcpus)),
+        _label(LABEL_AKS_SKU_MEMORY, str(memory_mib)),
         _label(LABEL_SKU_ACCELERATED_NETWORKING, str(sku.accelerated_networking).lower()),
         _label(LABEL_SKU_STORAGE_PREMIUM_CAPABLE, str(sku.premium_io).lower()),
         _label(LABEL_SKU_GPU_COUNT, str(sku.gpus)),
@@ -263,11 +279,14 @@ def build(
                 )
             )
     live = [o for o in offerings if o.available]
+    priorities = frozenset(_PRIORITY[o.capacity_type] for o in live)
     requirements = Requirements(_size_requirements(sku))
     requirements.add(
         _label(wk.TOPOLOGY_REGION, options.region),
         _label_set(wk.TOPOLOGY_ZONE, frozenset(o.zone for o in live)),
         _label_set(wk.CAPACITY_TYPE, frozenset(o.capacity_type for o in live)),
+        _label_set(LABEL_AKS_SCALESET_PRIORITY, priorities),
+        _label_set(LABEL_AKS_PRIORITY, priorities),
         _label_set(
             LABEL_PLACEMENT_SCOPE,
             frozenset(_SCOPE_REGIONAL if o.zone == REGIONAL_ZONE else _SCOPE_ZONAL for o in live),

@@ -6,6 +6,9 @@ import pytest
 
 from karpenter_azure.instancetype import (
     EVICTION_MEMORY_AVAILABLE,
+    LABEL_AKS_PRIORITY,
+    LABEL_AKS_SCALESET_PRIORITY,
+    LABEL_AKS_SKU_CPU,
     LABEL_PLACEMENT_SCOPE,
     LABEL_SKU_EPHEMERAL_OS_MAX_SIZE,
     LABEL_SKU_GPU_COUNT,
@@ -185,3 +188,15 @@ def test_encryption_at_host_excludes_sizes_known_not_to_support_it() -> None:
     assert build(refuse, wanting, lambda c, n: table.get((c, n)), lambda *_: False) is None
     assert built(sku(encryption_at_host=True), wanting) is not None
     assert built(refuse) is not None
+
+
+def test_aks_priority_labels_follow_the_capacity_type() -> None:
+    instance_type = built(sku())
+    spot = next(o for o in instance_type.offerings if o.capacity_type == "spot")
+    on_demand = next(o for o in instance_type.offerings if o.capacity_type == "on-demand")
+    assert spot.requirements[LABEL_AKS_SCALESET_PRIORITY].values == {"spot"}
+    assert on_demand.requirements[LABEL_AKS_PRIORITY].values == {"regular"}
+    assert instance_type.requirements[LABEL_AKS_PRIORITY].values == {"regular", "spot"}
+    assert instance_type.requirements[LABEL_AKS_SKU_CPU].values == {"4"}
+    wants_spot = Requirements([Requirement.new(LABEL_AKS_SCALESET_PRIORITY, "In", ["spot"])])
+    assert built(sku(spot=False)).requirements.intersects(wants_spot) is not None
