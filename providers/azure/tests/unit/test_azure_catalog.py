@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from karpenter_azure.catalog import (
     DERIVED,
+    REFRESH_INTERVAL,
     Catalog,
     CatalogError,
     offline_regions,
@@ -141,3 +143,27 @@ def test_live_sizes_and_prices_come_from_the_arm_apis() -> None:
         assert catalog.prices.source == "Retail Prices API"
         d4 = {t.name: t for t in catalog.instance_types()}["Standard_D4s_v5"]
         assert {o.price for o in d4.offerings if o.capacity_type == "on-demand"} == {0.192}
+
+
+@pytest.mark.slow
+def test_a_failed_sku_refresh_keeps_the_sizes_read_before() -> None:
+    from karpenter_azure.fake_arm import FakeARM
+
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    with FakeARM() as fake:
+        settings = AzureSettings(
+            region="eastus",
+            subscription_id="00000000-0000-0000-0000-00000000a2e1",
+            arm_endpoint_url=fake.url,
+            arm_ca_bundle=fake.ca_file,
+        )
+        compute = fake.compute_client(retry_total=0)
+        clients = AzureClients(settings, {"credential": fake.credential(), "compute": compute})
+        catalog = Catalog.live(settings, clients, UnavailableOfferings(), lambda: now[0])
+        before = [t.name for t in catalog.instance_types()]
+        fake.fail_requests(500, path="/skus")
+        now[0] += REFRESH_INTERVAL
+        assert [t.name for t in catalog.instance_types()] == before
+        fresh = Catalog.live(settings, clients, UnavailableOfferings(), lambda: now[0])
+        with pytest.raises(CatalogError, match="reading VM sizes in eastus"):
+            fresh.instance_types()
