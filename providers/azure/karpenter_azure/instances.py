@@ -4,7 +4,8 @@ One NIC and one VM per NodeClaim, both named ``aks-<nodeclaim>`` (upstream's nam
 that is retried finds what it made: ``launch`` reads the VM first and returns it when it exists.
 A launch is three ARM calls and the polling of two long-running operations: GET the VM (404),
 PUT the NIC, PUT the VM. The VM's OS disk and NIC are deleted with it (``deleteOption:
-Delete``); ``delete`` deletes the VM, then the NIC once the VM is gone.
+Delete``); ``delete`` starts deleting the VM and from then on the VM counts as gone; a NIC whose
+VM was never made is deleted once no VM has its name.
 
 ``list`` pages through ``virtualMachines.list`` of the node resource group and keeps the VMs
 tagged for the cluster and a NodePool (upstream asks Azure Resource Graph with the same filter).
@@ -27,6 +28,7 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.cloudprovider.types import NodeClaimNotFound
 
 __all__ = [
+    "DELETING",
     "TAG_CLUSTER",
     "TAG_NODECLAIM",
     "TAG_NODECLASS",
@@ -48,6 +50,9 @@ TAG_NODEPOOL = "karpenter.sh_nodepool"
 TAG_NODECLAIM = "karpenter.sh_nodeclaim"
 TAG_NODECLASS = "karpenter.azure.com_aksnodeclass"
 TAG_BILLING = "compute.aks.billing"
+DELETING = "Deleting"
+"""The provisioning state of a VM being deleted: gone, for Karpenter (as a terminating EC2
+instance is)."""
 """AKS's billing tag, ``linux`` on Linux nodes (upstream sets it)."""
 
 _PROVIDER_ID = re.compile(
@@ -231,32 +236,37 @@ class Instances:
                 return
 
     def get(self, name: str) -> VirtualMachine:
-        """The VM ``name``; ``NodeClaimNotFound`` when it is gone."""
+        """The VM ``name``; ``NodeClaimNotFound`` when it is gone or being deleted."""
         vm = self.find(name)
-        if vm is None:
+        if vm is None or vm.provisioning_state == DELETING:
             raise NodeClaimNotFound(f"VM {name!r} not found in resource group {self._group!r}")
         return vm
 
     def list(self) -> list[VirtualMachine]:
-        """The cluster's VMs tagged with a NodePool."""
+        """The cluster's VMs tagged with a NodePool (not those being deleted)."""
         out = []
         for item in self._compute.virtual_machines.list(self._group):
             vm = VirtualMachine.from_arm(item)
-            if vm.tags.get(TAG_CLUSTER) == self._settings.cluster_name and TAG_NODEPOOL in vm.tags:
+            if (
+                vm.tags.get(TAG_CLUSTER) == self._settings.cluster_name
+                and TAG_NODEPOOL in vm.tags
+                and vm.provisioning_state != DELETING
+            ):
                 out.append(vm)
         return out
 
     def delete(self, name: str) -> None:
-        """Start deleting the VM; once it is gone, delete its NIC (when ARM has not already) and
-        raise ``NodeClaimNotFound``."""
+        """Start deleting the VM (its OS disk and NIC go with it). ``NodeClaimNotFound`` once it
+        is being deleted or gone; when it is gone, its NIC is deleted first (a NIC whose VM was
+        never made)."""
         vm = self.find(name)
-        if vm is not None:
-            if vm.provisioning_state != "Deleting":
-                self._compute.virtual_machines.begin_delete(self._group, name, force_deletion=True)
-                log.info("deleting VM", extra={"vm": name})
+        if vm is not None and vm.provisioning_state != DELETING:
+            self._compute.virtual_machines.begin_delete(self._group, name, force_deletion=True)
+            log.info("deleting VM", extra={"vm": name})
             return
-        with contextlib.suppress(ResourceNotFoundError):
-            self._network.network_interfaces.begin_delete(self._group, name).result()
+        if vm is None:
+            with contextlib.suppress(ResourceNotFoundError):
+                self._network.network_interfaces.begin_delete(self._group, name).result()
         raise NodeClaimNotFound(f"VM {name!r} not found in resource group {self._group!r}")
 
     # -- request bodies (ARM JSON) ------------------------------------------------------------

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from karpenter_azure.instancetype import REGIONAL_ZONE
 from karpenter_core.cloudprovider.types import InsufficientCapacity
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ class UnavailableOfferings:
             "marked offering %s:%s:%s unavailable for %s: %s",
             capacity_type,
             instance_type,
-            zone or "(regional)",
+            zone,
             ttl,
             reason,
         )
@@ -161,7 +162,7 @@ def capacity_error(
     return the ``InsufficientCapacity`` to raise (the next create chooses another offering);
     None for any other error.
 
-    A zone is an offering's zone; "" is a regional (non-zonal) offering. The error's details
+    A zone is an offering's zone; ``REGIONAL_ZONE`` ("0") is a regional (non-zonal) one. The error's details
     are read too: the first code that says something about capacity counts.
     """
     for code, message in error.codes():
@@ -231,10 +232,10 @@ def _offerings(
     instance_type: InstanceType, capacity_type: str = "", scope_of: str | None = None
 ) -> list[Offering]:
     """The type's offerings of ``capacity_type`` (any when ""), in the placement scope of zone
-    ``scope_of`` (zonal or regional; any when None)."""
+    ``scope_of`` (zonal, or regional: ``REGIONAL_ZONE``; any when None)."""
     return [
         offering
         for offering in instance_type.offerings
         if (not capacity_type or offering.capacity_type == capacity_type)
-        and (scope_of is None or bool(offering.zone) == bool(scope_of))
+        and (scope_of is None or (offering.zone == REGIONAL_ZONE) == (scope_of == REGIONAL_ZONE))
     ]

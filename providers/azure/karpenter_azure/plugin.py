@@ -1,0 +1,101 @@
+"""Entry point of the Azure provider: registers its record with karpenter-core.
+
+Kept light: the Azure SDK and the provider modules load only when the factory is called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from karpenter_azure.nodeclass import (
+    GROUP,
+    KIND,
+    PLURAL,
+    PRINTER_COLUMNS,
+    SHORT_NAMES,
+    VERSION,
+    AKSNodeClass,
+)
+from karpenter_azure.settings import FALLBACK_REGION, OPTIONS
+from karpenter_core.cloudprovider.plugin import (
+    Capability,
+    NodeClassInfo,
+    ProviderContext,
+    ProviderRecord,
+    hookimpl,
+)
+
+if TYPE_CHECKING:
+    from karpenter_azure.conformance import AzureProfile
+    from karpenter_core.cloudprovider.types import CloudProvider
+
+__all__ = ["karpenter_register_providers"]
+
+
+def _factory(context: ProviderContext) -> CloudProvider:
+    from karpenter_azure.cloudprovider import AzureCloudProvider
+
+    offline = context.kube_client is None and not context.clients
+    if offline and not context.settings.get("region"):
+        context.logger.warning(
+            "no Azure location is configured (--region, LOCATION); using %s", FALLBACK_REGION
+        )
+        context = replace(context, settings={**context.settings, "region": FALLBACK_REGION})
+    return AzureCloudProvider.from_context(context)
+
+
+def _conformance() -> AzureProfile:
+    from karpenter_azure.conformance import AzureProfile
+
+    return AzureProfile()
+
+
+def _controllers(context: ProviderContext, provider: CloudProvider) -> Sequence[Any]:
+    from karpenter_azure.nodeclass_controller import NodeClassController
+
+    return [NodeClassController.for_provider(context, provider)]
+
+
+def _default_scenario() -> str:
+    path = resources.files("karpenter_azure").joinpath("scenarios", "default.yaml")
+    return path.read_text(encoding="utf-8")
+
+
+@hookimpl
+def karpenter_register_providers() -> list[ProviderRecord]:
+    """The Azure provider."""
+    return [
+        ProviderRecord(
+            name="azure",
+            factory=_factory,
+            node_classes=[
+                NodeClassInfo(
+                    model=AKSNodeClass,
+                    group=GROUP,
+                    version=VERSION,
+                    kind=KIND,
+                    plural=PLURAL,
+                    printer_columns=[column.to_dict() for column in PRINTER_COLUMNS],
+                    short_names=SHORT_NAMES,
+                )
+            ],
+            options=OPTIONS,
+            controllers=_controllers,
+            capabilities=frozenset(
+                {
+                    Capability.SPOT,
+                    Capability.DRIFT,
+                    Capability.REPAIR,
+                    Capability.OFFLINE_CATALOG,
+                }
+            ),
+            description="Azure VMs from AKSNodeClasses (spot and on-demand); offline, a packaged "
+            "catalog of every VM size with on-demand and spot prices",
+            default_scenario=_default_scenario,
+            conformance=_conformance,
+            cluster_role=resources.files("karpenter_azure").joinpath("rbac", "clusterrole.yaml"),
+        )
+    ]
