@@ -236,8 +236,10 @@ class Catalog:
 
     def skus(self) -> list[Sku]:
         """The region's VM sizes, read from Azure first when stale (live)."""
-        if self._compute is not None and (self._due is None or self._clock() >= self._due):
-            self.refresh()
+        if self._stale():
+            with self._lock:
+                if self._stale():
+                    self._read()
         if not self._skus:
             raise CatalogError(f"no VM sizes known in {self.region}")
         return self._skus
@@ -248,22 +250,30 @@ class Catalog:
         if self._compute is None:
             return
         with self._lock:
-            try:
-                skus = read_skus(list_records(self._compute(), self.region), self.region)
-            except AzureError as error:
-                self._due = self._clock() + RETRY_INTERVAL
-                if not self._skus:
-                    raise CatalogError(f"reading VM sizes in {self.region}: {error}") from error
-                _log.warning(
-                    "reading VM sizes in %s: %s; keeping the sizes read before", self.region, error
-                )
-                return
-            self._due = self._clock() + REFRESH_INTERVAL
-            if skus != self._skus:
-                self._skus = skus
-                self._version += 1
-                self._cache.clear()
-                _log.info("discovered %d VM sizes in %s", len(skus), self.region)
+            self._read()
+
+    def _stale(self) -> bool:
+        return self._compute is not None and (self._due is None or self._clock() >= self._due)
+
+    def _read(self) -> None:
+        """Read the SKUs; the caller holds the lock."""
+        assert self._compute is not None
+        try:
+            skus = read_skus(list_records(self._compute(), self.region), self.region)
+        except AzureError as error:
+            self._due = self._clock() + RETRY_INTERVAL
+            if not self._skus:
+                raise CatalogError(f"reading VM sizes in {self.region}: {error}") from error
+            _log.warning(
+                "reading VM sizes in %s: %s; keeping the sizes read before", self.region, error
+            )
+            return
+        self._due = self._clock() + REFRESH_INTERVAL
+        if skus != self._skus:
+            self._skus = skus
+            self._version += 1
+            self._cache.clear()
+            _log.info("discovered %d VM sizes in %s", len(skus), self.region)
 
     def options(self, node_class: AKSNodeClass | None) -> BuildOptions:
         """The build inputs for ``node_class`` (AKSNodeClass defaults for None)."""
