@@ -167,3 +167,49 @@ def test_a_failed_sku_refresh_keeps_the_sizes_read_before() -> None:
         fresh = Catalog.live(settings, clients, UnavailableOfferings(), lambda: now[0])
         with pytest.raises(CatalogError, match="reading VM sizes in eastus"):
             fresh.instance_types()
+
+
+SAMPLE_CSV = """\
+InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,Generation
+Standard_D2ps_v5,,,2.0,8,,0.077,0.00847,eastus,V2
+Standard_D2s_v5,,,2.0,8,,0.096,0.01056,eastus,"V1,V2"
+Standard_D2s_v5,,,2.0,8,,0.112,0.01241,westus,"V1,V2"
+Standard_D2_v2_Promo,,,2.0,7,,0.029,,eastus,V1
+Standard_B2ms,,,2.0,8,,0.0832,,westus,"V1,V2"
+Standard_NC4as_T4_v3,T4,1,4.0,28,T4,0.526,0.062699,eastus,"V1,V2"
+"""
+
+
+def test_the_generator_builds_and_pins_the_source(tmp_path: Path) -> None:
+    import hashlib
+
+    csv_path = tmp_path / "vms.csv"
+    csv_path.write_text(SAMPLE_CSV)
+    digest = hashlib.sha256(SAMPLE_CSV.encode()).hexdigest()
+    out = tmp_path / "skus.json.gz"
+    script = generator()
+    args = ["--csv", str(csv_path), "--commit", "c0ffee", "--sha256", digest]
+    assert script.main([*args, "--output", str(out)]) == 0
+    first = out.read_bytes()
+    assert script.main([*args, "--output", str(out)]) == 0
+    assert out.read_bytes() == first
+    data = json.loads(gzip.decompress(first))
+    assert data["source"]["sha256"] == digest and data["source"]["commit"] == "c0ffee"
+    sizes = {entry[0]: entry for entry in data["sizes"]}
+    assert "Standard_D2_v2_Promo" not in sizes
+    assert sizes["Standard_D2ps_v5"][5] == "arm64"
+    assert sizes["Standard_B2ms"][6] is False  # first-generation B-series below 12 vCPUs
+    assert sizes["Standard_NC4as_T4_v3"][3] == 1
+    assert data["regions"]["eastus"]["zones"] == ["1", "2", "3"]
+    assert data["regions"]["westus"]["zones"] == []
+
+
+def test_the_generator_refuses_a_copy_with_another_digest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv_path = tmp_path / "vms.csv"
+    csv_path.write_text(SAMPLE_CSV)
+    args = ["--csv", str(csv_path), "--commit", "c0ffee", "--sha256", "0" * 64]
+    assert generator().main([*args, "--output", str(tmp_path / "out.gz")]) == 1
+    assert "expected 000" in capsys.readouterr().err
+    assert not (tmp_path / "out.gz").exists()
