@@ -24,12 +24,13 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The fast tier: no cluster, no moto, no subprocesses; controllers run against the in-process
-# fake Kubernetes API (karpenter_conformance.fakekube).
+# The fast tier: no cluster, no moto, no fake ARM server, no subprocesses; controllers run
+# against the in-process fake Kubernetes API (karpenter_conformance.fakekube).
 unit: setup
 	$(BIN)/pytest -m "not integration and not slow"
 
-# The slow tier: tests on a moto server, pip installs and the karpenter command in subprocesses.
+# The slow tier: tests on a moto server or the Azure fake ARM server, pip installs and the
+# karpenter command in subprocesses.
 slow: setup
 	$(BIN)/pytest -m "slow and not integration"
 
@@ -42,7 +43,8 @@ integration: cluster-build
 test: lint unit slow integration
 
 # The Helm chart carries copies of the CRDs and of the core's and the AWS provider's RBAC
-# (a unit test checks they match).
+# (a unit test checks they match). It is EKS's: the Azure provider's CRD and RBAC are not in it
+# (`karpenter crds` and `karpenter rbac --provider azure` print them).
 chart: setup
 	cp karpenter_core/crds/*.yaml providers/aws/karpenter_aws/crds/*.yaml charts/karpenter/crds/
 	rm -f charts/karpenter/files/rbac/*.yaml
