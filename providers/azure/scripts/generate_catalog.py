@@ -8,7 +8,8 @@ copy regenerates the packaged file byte for byte.
 
     python providers/azure/scripts/generate_catalog.py --csv path/to/vms.csv \\
         --commit 098741e70562f65d7af1cceb81e33b284f742604 \\
-        --sha256 3d6f8920406d3aa805e7d9e2b8eba25e7f3484ec9759b18034a33408c5e51441
+        --sha256 3d6f8920406d3aa805e7d9e2b8eba25e7f3484ec9759b18034a33408c5e51441 \\
+        --prices-as-of 2024-08
 
 What the source lacks is derived and named in the file's ``derived`` field (see data/README.md):
 the zones of a region, the architecture, accelerated networking and premium storage from the
