@@ -8,8 +8,9 @@ from the packaged table and are refreshed from the Retail Prices API in the back
 on-demand and spot prices; nothing is fetched.
 
 ``instance_types(node_class)`` is cached per build inputs (the AKSNodeClass's maxPods, OS disk
-and encryption at host) and rebuilt when the SKUs, the prices (``PriceBook.seq``) or the
-unavailable offerings (``UnavailableOfferings.seq``) change.
+and encryption at host) and rebuilt when the SKUs or the prices (``PriceBook.seq``) change; when
+only the unavailable offerings (``UnavailableOfferings.seq``) do, just the sizes whose marks
+changed are rebuilt.
 """
 
 from __future__ import annotations
@@ -160,8 +161,12 @@ def _price_book(region: str, clock: Callable[[], datetime]) -> PriceBook:
 
 @dataclass(slots=True)
 class _Built:
+    """Instance types built for one set of inputs, and the unavailable marks they reflect."""
+
     key: tuple[int, int, int]
     types: list[InstanceType]
+    marks: dict[str, frozenset[tuple[str, str]]]
+    spot_out: bool
 
 
 class Catalog:
@@ -309,10 +314,28 @@ class Catalog:
                 return True
             return (capacity_type, zone) in marks.get(name, _NO_MARKS)
 
-        built = (build(sku, options, self.prices.price, unavailable) for sku in skus)
-        types = [instance_type for instance_type in built if instance_type is not None]
+        def rebuild(sku: Sku) -> InstanceType | None:
+            return build(sku, options, self.prices.price, unavailable)
+
+        if entry is not None and entry.key[:2] == key[:2] and entry.spot_out == spot_out:
+            # only availability changed: rebuild the sizes whose marks did
+            old = entry.marks
+            changed = {n for n in old.keys() | marks.keys() if old.get(n) != marks.get(n)}
+            by_name = {sku.name: sku for sku in skus if sku.name in changed}
+            types = [
+                rebuilt
+                for instance_type in entry.types
+                if (
+                    rebuilt := rebuild(by_name[instance_type.name])
+                    if instance_type.name in by_name
+                    else instance_type
+                )
+                is not None
+            ]
+        else:
+            types = [t for t in map(rebuild, skus) if t is not None]
         with self._lock:
-            if len(self._cache) >= _CACHE_SIZE:
+            if len(self._cache) >= _CACHE_SIZE and options not in self._cache:
                 self._cache.pop(next(iter(self._cache)))
-            self._cache[options] = _Built(key, types)
+            self._cache[options] = _Built(key, types, marks, spot_out)
         return types

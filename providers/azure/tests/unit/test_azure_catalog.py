@@ -116,6 +116,10 @@ def test_unavailable_marks_rebuild_the_offerings() -> None:
     [gone] = [o for o in d4.offerings if not o.available]
     assert (gone.capacity_type, gone.zone) == ("spot", "eastus-2")
     assert d4.requirements[wk.CAPACITY_TYPE].values == {"on-demand", "spot"}
+    # only the marked size is rebuilt; the others are the instance types built before
+    untouched = [t for t in before if t.name != "Standard_D4s_v5"]
+    assert all(after[t.name] is t for t in untouched)
+    assert [t.name for t in before] == list(after)
 
 
 @pytest.mark.slow
