@@ -3,7 +3,7 @@
 Live, ``Catalog`` reads the Resource SKUs API (``skus.read_skus``) on first use and again once the
 data is ``REFRESH_INTERVAL`` old, keeping what it read before when a refresh fails; prices start
 from the packaged table and are refreshed from the Retail Prices API in the background
-(``pricing.PriceBook``). Offline, it reads the packaged catalog (``data/skus.json.gz``, see
+(``pricing.PriceBook``); in a region the package lacks, the first read is waited for. Offline, it reads the packaged catalog (``data/skus.json.gz``, see
 ``data/README.md``): every VM size SkyPilot's public Azure catalog lists for the region, with its
 on-demand and spot prices; nothing is fetched.
 
@@ -67,6 +67,9 @@ DERIVED = frozenset({"zones", "architecture", "accelerated_networking", "premium
 
 _log = logging.getLogger(__name__)
 _CACHE_SIZE = 32
+_FIRST_PRICES_WAIT = timedelta(seconds=60)
+"""How long a live catalog without any price (no packaged table for the region) waits for the
+first Retail Prices read before building with none."""
 _NO_MARKS: frozenset[tuple[str, str]] = frozenset()
 
 
@@ -301,7 +304,9 @@ class Catalog:
         offering). The list is shared between callers: do not modify it or its types."""
         skus = self.skus()
         if self._compute is not None:
-            self.prices.refresh_in_background(self.prices_url, self._price_getter)
+            reading = self.prices.refresh_in_background(self.prices_url, self._price_getter)
+            if reading is not None and self.prices.empty:
+                reading.join(_FIRST_PRICES_WAIT.total_seconds())
         options = self.options(node_class)
         key = (self._version, self.prices.seq, self.unavailable.seq)
         entry = self._cache.get(options)

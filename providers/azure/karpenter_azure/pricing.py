@@ -152,6 +152,11 @@ class PriceBook:
         self._failure = ""
         self.seq = 0
 
+    @property
+    def empty(self) -> bool:
+        """Whether no on-demand price is known (a region without packaged prices)."""
+        return not self._on_demand
+
     def price(self, capacity_type: str, name: str) -> float | None:
         """The hourly price of ``name`` for ``capacity_type``, None when unknown."""
         table = self._spot if capacity_type == wk.CAPACITY_TYPE_SPOT else self._on_demand

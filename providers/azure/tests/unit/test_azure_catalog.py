@@ -29,6 +29,7 @@ from karpenter_azure.instancetype import (
     SKU_LABELS,
 )
 from karpenter_azure.nodeclass import AKSNodeClass
+from karpenter_azure.pricing import PriceBook
 from karpenter_azure.settings import AzureSettings
 from karpenter_azure.unavailable import UnavailableOfferings
 from karpenter_core.apis import labels as wk
@@ -217,3 +218,27 @@ def test_the_generator_refuses_a_copy_with_another_digest(
     assert generator().main([*args, "--output", str(tmp_path / "out.gz")]) == 1
     assert "expected 000" in capsys.readouterr().err
     assert not (tmp_path / "out.gz").exists()
+
+
+@pytest.mark.slow
+def test_without_packaged_prices_the_first_price_read_is_waited_for() -> None:
+    from karpenter_azure.fake_arm import FakeARM
+
+    with FakeARM() as fake:
+        settings = AzureSettings(
+            region="eastus",
+            subscription_id="00000000-0000-0000-0000-00000000a2e1",
+            arm_ca_bundle=fake.ca_file,
+        )
+        compute = fake.compute_client()
+        catalog = Catalog(
+            settings,
+            "eastus",
+            PriceBook("eastus", {}, {}, "no packaged prices"),
+            UnavailableOfferings(),
+            compute=lambda: compute,
+            prices_url=fake.prices_url,
+        )
+        d4 = {t.name: t for t in catalog.instance_types()}["Standard_D4s_v5"]
+        assert catalog.prices.source == "Retail Prices API"
+        assert any(o.available for o in d4.offerings)
