@@ -280,13 +280,14 @@ def _next_command(
     options: Options,
     blocked: dict[str, str],
     exclude: Collection[str] = (),
+    simulator: Simulator | None = None,
 ) -> Command | None:
     found, why = candidates(snapshot, now)
     blocked.update(why)
     found = [c for c in found if c.name not in exclude]
     consolidatable = [c for c in found if not _unconsolidatable(c, now)]
 
-    simulator = _simulator(snapshot, options)
+    simulator = simulator or _simulator(snapshot, options)
     empty = [c for c in consolidatable if not c.pods]
     empty = _within_budget(empty, _budget(snapshot, EMPTY, now))
     if empty:
@@ -369,12 +370,19 @@ def as_node(claim: NewNodeClaim, name: str, created: float, initialized: bool = 
     )
 
 
-def _apply(snapshot: Snapshot, command: Command, now: datetime, options: Options) -> Snapshot:
+def _apply(
+    snapshot: Snapshot,
+    command: Command,
+    now: datetime,
+    options: Options,
+    simulator: Simulator | None = None,
+) -> Snapshot:
     """The cluster after ``command``: candidates gone, their pods and the pending pods that
-    found a place on the nodes they moved to, the pods left over pending."""
+    found a place on the nodes they moved to, the pods left over pending. ``simulator`` is the
+    one of the pass that decided on ``command`` (on ``snapshot``), if any."""
     names = {c.name for c in command.candidates}
     minimize = Minimize.PRICE if command.reason in ("drifted", "expired") else Minimize.NODECLAIMS
-    results = _simulator(snapshot, options).run(command.candidates, minimize)
+    results = (simulator or _simulator(snapshot, options)).run(command.candidates, minimize)
     nodes = []
     for node in snapshot.nodes:
         if node.name in names:
@@ -458,11 +466,12 @@ def plan(
         result.commands.append(command)
         current = _apply(current, command, now, options)
     for _ in range(rounds):
-        command = _next_command(current, now, options, result.blocked)
+        simulator = _simulator(current, options)
+        command = _next_command(current, now, options, result.blocked, simulator=simulator)
         if command is None:
             break
         result.commands.append(command)
-        current = _apply(current, command, now, options)
+        current = _apply(current, command, now, options, simulator)
     disrupted = {c.name for command in result.commands for c in command.candidates}
     kept = {n.name for n in snapshot.nodes} - disrupted
     result.blocked = {name: why for name, why in result.blocked.items() if name in kept}
