@@ -32,6 +32,7 @@ __all__ = [
     "API_VERSION",
     "REFRESH_INTERVAL",
     "RETAIL_PRICES_URL",
+    "RETRY_INTERVAL",
     "PriceBook",
     "PricingError",
     "fetch_prices",
@@ -44,6 +45,8 @@ RETAIL_PRICES_URL = "https://prices.azure.com/api/retail/prices"
 API_VERSION = "2023-01-01-preview"
 REFRESH_INTERVAL = timedelta(hours=12)
 """How old prices may get before a background refresh reads them again."""
+RETRY_INTERVAL = timedelta(minutes=5)
+"""How soon a background refresh follows a failed read."""
 _TIMEOUT_SECONDS = 30.0
 _MAX_PAGES = 1000
 
@@ -148,7 +151,7 @@ class PriceBook:
         self._clock = clock
         self._lock = threading.Lock()
         self._refreshing = False
-        self._read_at: datetime | None = None
+        self._due: datetime | None = None
         self._failure = ""
         self.seq = 0
 
@@ -169,7 +172,7 @@ class PriceBook:
             on_demand, spot = fetch_prices(self.region, url, get)
         except PricingError as error:
             with self._lock:
-                self._read_at = self._clock()
+                self._due = self._clock() + RETRY_INTERVAL
                 if str(error) != self._failure:
                     self._failure = str(error)
                     _log.warning("%s; keeping the %s", error, self.source)
@@ -179,7 +182,7 @@ class PriceBook:
                 self._on_demand, self._spot = on_demand, spot
                 self.seq += 1
             self.source = "Retail Prices API"
-            self._read_at = self._clock()
+            self._due = self._clock() + REFRESH_INTERVAL
             self._failure = ""
         _log.info("read %d on-demand and %d spot prices for %s", len(on_demand), len(spot), url)
         return True
@@ -187,10 +190,11 @@ class PriceBook:
     def refresh_in_background(
         self, url: str = RETAIL_PRICES_URL, get: Getter | None = None
     ) -> threading.Thread | None:
-        """Start a refresh on a daemon thread when the prices were never read or are
-        ``REFRESH_INTERVAL`` old and none is running; the thread, or None when none started."""
+        """Start a refresh on a daemon thread when the prices were never read, are
+        ``REFRESH_INTERVAL`` old or the last read failed ``RETRY_INTERVAL`` ago, and none is
+        running; the thread, or None when none started."""
         with self._lock:
-            due = self._read_at is None or self._clock() - self._read_at >= REFRESH_INTERVAL
+            due = self._due is None or self._clock() >= self._due
             if self._refreshing or not due:
                 return None
             self._refreshing = True

@@ -14,6 +14,7 @@ import pytest
 
 from karpenter_azure.pricing import (
     REFRESH_INTERVAL,
+    RETRY_INTERVAL,
     PriceBook,
     PricingError,
     fetch_prices,
@@ -155,3 +156,21 @@ def test_background_refresh_runs_when_due_only(server: PriceServer) -> None:
     assert again is not None
     again.join(10)
     assert len(server.queries) == 6
+
+
+def test_a_failed_background_read_is_retried_sooner(server: PriceServer) -> None:
+    clock = Clock()
+    book = PriceBook("eastus", {"Standard_D4s_v5": 0.5}, {}, "packaged prices", clock=clock)
+    server.status = 503
+    thread = book.refresh_in_background(server.url)
+    assert thread is not None
+    thread.join(10)
+    assert book.price("on-demand", "Standard_D4s_v5") == 0.5
+    clock.now += RETRY_INTERVAL - timedelta(seconds=1)
+    assert book.refresh_in_background(server.url) is None
+    clock.now += timedelta(seconds=1)
+    server.status = 200
+    again = book.refresh_in_background(server.url)
+    assert again is not None
+    again.join(10)
+    assert book.price("on-demand", "Standard_D4s_v5") == 0.192
