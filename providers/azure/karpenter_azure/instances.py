@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.mgmt.core.polling.arm_polling import ARMPolling
 
 from karpenter_azure.settings import AzureSettings
 from karpenter_core.apis import labels as wk
@@ -61,7 +62,23 @@ _PROVIDER_ID = re.compile(
     re.IGNORECASE,
 )
 
+DEFAULT_POLL_SECONDS = 5.0
+"""The wait between two status reads of an operation whose answer gives no Retry-After."""
+
 log = logging.getLogger("karpenter.azure")
+
+
+class PatientPolling(ARMPolling):
+    """ARM's long-running-operation polling that waits the Retry-After of the operation's first
+    answer before its first status read too (azure-core's reads the status once at once)."""
+
+    def _poll(self) -> None:
+        if not self.finished():
+            header = self._pipeline_response.http_response.headers.get("Retry-After", "")
+            with contextlib.suppress(ValueError):
+                if float(header) > 0:
+                    self._sleep(float(header))
+        super()._poll()
 
 
 def tag_key(key: str) -> str:
@@ -213,10 +230,10 @@ class Instances:
         """Create the NIC, then the VM, each waiting for its operation; ``HttpResponseError``
         when either fails (the caller maps it and calls ``cleanup``)."""
         nic = self._network.network_interfaces.begin_create_or_update(
-            self._group, spec.name, self._nic_body(spec)
+            self._group, spec.name, self._nic_body(spec), polling=self._polling()
         ).result()
         vm = self._compute.virtual_machines.begin_create_or_update(
-            self._group, spec.name, self._vm_body(spec, nic.id)
+            self._group, spec.name, self._vm_body(spec, nic.id), polling=self._polling()
         ).result()
         return VirtualMachine.from_arm(vm)
 
@@ -224,8 +241,18 @@ class Instances:
         """After a failed launch: delete the VM (when ARM made one) and the NIC, waiting for
         both; failures are logged."""
         for what, begin in (
-            ("VM", lambda: self._compute.virtual_machines.begin_delete(self._group, name)),
-            ("NIC", lambda: self._network.network_interfaces.begin_delete(self._group, name)),
+            (
+                "VM",
+                lambda: self._compute.virtual_machines.begin_delete(
+                    self._group, name, polling=self._polling()
+                ),
+            ),
+            (
+                "NIC",
+                lambda: self._network.network_interfaces.begin_delete(
+                    self._group, name, polling=self._polling()
+                ),
+            ),
         ):
             try:
                 begin().result()
@@ -261,13 +288,24 @@ class Instances:
         never made)."""
         vm = self.find(name)
         if vm is not None and vm.provisioning_state != DELETING:
-            self._compute.virtual_machines.begin_delete(self._group, name, force_deletion=True)
+            self._compute.virtual_machines.begin_delete(
+                self._group, name, force_deletion=True, polling=self._polling()
+            )
             log.info("deleting VM", extra={"vm": name})
             return
         if vm is None:
             with contextlib.suppress(ResourceNotFoundError):
-                self._network.network_interfaces.begin_delete(self._group, name).result()
+                self._network.network_interfaces.begin_delete(
+                    self._group, name, polling=self._polling()
+                ).result()
         raise NodeClaimNotFound(f"VM {name!r} not found in resource group {self._group!r}")
+
+    def _polling(self) -> PatientPolling:
+        """A polling method for one long-running operation."""
+        return PatientPolling(
+            DEFAULT_POLL_SECONDS,
+            path_format_arguments={"endpoint": self._settings.arm_endpoint},
+        )
 
     # -- request bodies (ARM JSON) ------------------------------------------------------------
 

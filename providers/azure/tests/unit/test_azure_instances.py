@@ -280,3 +280,12 @@ def test_an_allocation_failure_reads_as_its_code_and_cleanup_removes_what_was_ma
     assert fake.vms() == [] and fake.nics() == []
     vm = instances.launch(spec(fake, zone="3"))
     assert vm.zone == "3"
+
+
+@pytest.mark.slow
+def test_every_retry_after_is_honoured(fake: FakeARM, instances: Instances) -> None:
+    fake.set_latency(Latency(vm_create=1.0, vm_delete=1.0, nic_create=0.0, nic_delete=0.0))
+    instances.launch(spec(fake))
+    polls = [r for r in fake.requests if r.is_poll]
+    assert fake.requests.retry_after_violations() == []
+    assert len(polls) == 2  # the NIC's at once (Retry-After 0), the VM's after its second
