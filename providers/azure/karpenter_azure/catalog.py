@@ -26,8 +26,6 @@ from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from azure.core.exceptions import AzureError
-
 from karpenter_azure.instancetype import (
     DEFAULT_OS_DISK_SIZE_GB,
     BuildOptions,
@@ -265,6 +263,8 @@ class Catalog:
 
     def _read(self) -> None:
         """Read the SKUs; the caller holds the lock."""
+        from azure.core.exceptions import AzureError  # live only: keeps offline imports light
+
         assert self._compute is not None
         try:
             skus = read_skus(list_records(self._compute(), self.region), self.region)
