@@ -14,7 +14,7 @@ consolidation a simulation would find.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -61,6 +61,9 @@ class Simulator:
         self.pruned = 0
         """Consolidations ruled out without a simulation."""
         self._free: list[tuple[str, dict[str, int]]] | None = None
+        self._homes: dict[str, str] = {}
+        """A node with room for each pod found a home so far, by pod (rooms do not change within
+        a pass, so it stays one while it is not among the candidates removed)."""
         self._cheapest: list[tuple[NodePoolTemplate, list[float]]] | None = None
 
     @property
@@ -115,17 +118,24 @@ class Simulator:
         out = []
         for candidate in removed:
             for pod in candidate.pods:
-                cpu = pod.requests.get("cpu", 0)
-                placed = False
-                for name, room in self._free:
-                    if room.get("cpu", 0) < cpu:
-                        break
-                    if name not in names and _fits(pod.requests, room):
-                        placed = True
-                        break
-                if not placed:
-                    out.append(pod)
+                home = self._homes.get(pod.key)
+                if home is None or home in names:
+                    home = self._home(pod, names)
+                    if not home:
+                        out.append(pod)
+                        continue
+                    self._homes[pod.key] = home
         return out
+
+    def _home(self, pod: PodInfo, names: Collection[str]) -> str:
+        """The first node outside ``names`` with room for ``pod`` ("" when none has)."""
+        cpu = pod.requests.get("cpu", 0)
+        for name, room in self._free or ():
+            if room.get("cpu", 0) < cpu:
+                break
+            if name not in names and _fits(pod.requests, room):
+                return name
+        return ""
 
     def _no_cheaper_node(self, removed: Sequence[Candidate], pods: Sequence[PodInfo]) -> bool:
         """Whether no instance type holding all of ``pods`` launches for less than

@@ -108,3 +108,17 @@ def test_a_full_cluster_pass_simulates_nothing(monkeypatch):
     assert command is None
     assert solves == []
     assert blocked == {n.name: "no cheaper placement for its pods" for n in nodes}
+
+
+def test_room_found_for_one_set_of_candidates_is_looked_for_again_for_another():
+    # Multi-node consolidation first tries [a, b]: a's pod has no room outside them, and no
+    # merge pays (b is a c-8 already). Single-node consolidation then tries a alone: its pod
+    # fits beside b's pods, so a is deleted.
+    nodes = [
+        node("a", "c-2", pods=pods("a-x", "a", 1, cpu="1")),
+        node("b", "c-8", pods=pods("b-x", "b", 6, cpu="1")),
+    ]
+    result = decide(nodes, [_pool()])
+    assert [
+        (c.reason, [n.name for n in c.candidates], c.replacements) for c in result.commands
+    ] == [("underutilized", ["a"], [])]
