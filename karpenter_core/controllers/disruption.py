@@ -2,11 +2,11 @@
 
 Every ``DISRUPTION_POLL_PERIOD`` the controller snapshots the cluster state as provisioning does
 (Ready NodePools only, instance types from the provider), looks at it as it will be once the
-commands in flight are done (``disruption_queue.as_it_will_be``: their candidates' pods pending,
-their replacements present as launching capacity, PodDisruptionBudgets less the evictions to
-come), and asks ``karpenter_core.disruption.planner.next_command`` for a command (nodes
-nominated for pending pods, or already being disrupted, are left out). It starts each command
-and asks again at once, until the planner has nothing more within the budgets:
+commands in flight are done (``disruption_queue.as_it_will_be``: their candidates' pods placed
+first, on their replacements or elsewhere; PodDisruptionBudgets less the evictions to come),
+and asks ``karpenter_core.disruption.planner.next_command`` for a command (nodes nominated for
+pending pods, or already being disrupted, are left out). It starts each command and asks again
+at once, until the planner has nothing more within the budgets:
 
 1. consolidation (empty, underutilized) waits ``DISRUPTION_VALIDATION_DELAY`` and is computed
    again; it goes ahead only if the same nodes come out (drift and expiration go at once;
@@ -177,7 +177,13 @@ class DisruptionController(LoopController):
         catalog = {it.name: it for types in instance_types.values() for it in types}
         snapshot = context.state.snapshot(instance_types)
         snapshot.nodeclaims = with_expected_allocatable(snapshot.nodeclaims, catalog)
-        return as_it_will_be(snapshot), {np.metadata.name or "": np for np in nodepools}
+        settings = context.settings
+        future = as_it_will_be(
+            snapshot,
+            ignore_preferences=settings.preference_policy == "Ignore",
+            min_values_strict=settings.min_values_policy != "BestEffort",
+        )
+        return future, {np.metadata.name or "": np for np in nodepools}
 
     def _excluded(self, snapshot: Snapshot) -> set[str]:
         """Nodes a pending pod is nominated to (by node or NodeClaim name)."""

@@ -13,13 +13,19 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from karpenter_core.apis.quantity import to_milli
 from karpenter_core.disruption.candidates import reschedulable
 from karpenter_core.operator.state import ClusterPod
+from karpenter_core.scheduling.requirements import Requirements
+from karpenter_core.scheduling.scheduler import Minimize, schedule
+from karpenter_core.scheduling.snapshot import NodeInfo
+from karpenter_core.scheduling.taints import Taint
 from karpenter_core.scheduling.topology import LabelSelector
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from karpenter_core.apis.v1.nodeclaim import NodeClaim
     from karpenter_core.disruption.planner import Command
     from karpenter_core.scheduling.snapshot import PodInfo, Snapshot
 
@@ -92,12 +98,15 @@ def _covers(pdb: Mapping[str, Any], pod: PodInfo) -> bool:
     )
 
 
-def as_it_will_be(snapshot: Snapshot) -> Snapshot:
+def as_it_will_be(
+    snapshot: Snapshot, ignore_preferences: bool = False, min_values_strict: bool = True
+) -> Snapshot:
     """The cluster once its nodes being deleted are gone, as the next decision should see it
-    (pure). Their pods still to be evicted (not DaemonSet or mirror pods) join the pending pods,
-    so each simulation finds them a place on the replacements and other nodes before it frees
-    capacity; and every PodDisruptionBudget with a status allows as many fewer disruptions as
-    it covers such pods, which will be evicted without another decision."""
+    (pure). Their pods still to be evicted (not DaemonSet or mirror pods) are placed first, by
+    the provisioning scheduler: those that land on a node or on a NodeClaim in flight (a
+    replacement, then seen as the node it will be) are bound there, the others join the
+    pending pods, so no decision takes the capacity they are to get. Every PodDisruptionBudget with a status allows as many fewer
+    disruptions as it covers such pods, which will be evicted without another decision."""
     moving = [
         pod
         for node in snapshot.nodes
@@ -107,11 +116,33 @@ def as_it_will_be(snapshot: Snapshot) -> Snapshot:
     ]
     if not moving:
         return snapshot
-    pending = []
-    for pod in moving:
-        clone = copy.copy(pod)
-        clone.node_name = None
-        pending.append(clone)
+    unbound = [_with_node(pod, None) for pod in moving]
+    results = schedule(
+        replace(snapshot, pending=unbound),
+        Minimize.NODECLAIMS,
+        ignore_preferences=ignore_preferences,
+        min_values_strict=min_values_strict,
+    )
+    nodes = []
+    placed: set[str] = set()
+    for node in snapshot.nodes:
+        landed = results.existing.get(node.name) if not node.deleting else None
+        if landed:
+            node = copy.copy(node)
+            node.pods = [*node.pods, *(_with_node(p, node.name) for p in landed)]
+            placed.update(p.key for p in landed)
+        nodes.append(node)
+    claims = []
+    for claim in snapshot.nodeclaims:
+        landed = results.existing.get(claim.metadata.name or "")
+        launching = _launching(claim) if landed else None
+        if not landed or launching is None:
+            claims.append(claim)
+            continue
+        launching.pods = [_with_node(p, launching.name) for p in landed]
+        placed.update(p.key for p in landed)
+        nodes.append(launching)
+    pending = [pod for pod in unbound if pod.key not in placed]
     pdbs = []
     for pdb in snapshot.pdbs:
         status = pdb.get("status") or {}
@@ -121,4 +152,34 @@ def as_it_will_be(snapshot: Snapshot) -> Snapshot:
                 allowed = max(int(status["disruptionsAllowed"]) - used, 0)
                 pdb = {**pdb, "status": {**status, "disruptionsAllowed": allowed}}
         pdbs.append(pdb)
-    return replace(snapshot, pending=[*snapshot.pending, *pending], pdbs=pdbs)
+    return replace(
+        snapshot,
+        nodes=nodes,
+        nodeclaims=claims,
+        pending=[*snapshot.pending, *pending],
+        pdbs=pdbs,
+    )
+
+
+def _launching(claim: NodeClaim) -> NodeInfo | None:
+    """An in-flight NodeClaim as the node it will be (not initialized yet, labelled with its
+    single-valued requirements); None while its allocatable is unknown."""
+    if not claim.status.allocatable:
+        return None
+    manifest = claim.to_manifest()
+    meta, spec = manifest["metadata"], manifest["spec"]
+    requirements = Requirements.from_node_selector(spec.get("requirements") or ())
+    requirements.add(*Requirements.from_labels(meta.get("labels") or {}).values())
+    return NodeInfo(
+        str(meta.get("name") or ""),
+        requirements.labels(),
+        {name: to_milli(quantity) for name, quantity in claim.status.allocatable.items()},
+        taints=[Taint.from_manifest(t) for t in spec.get("taints") or ()],
+        initialized=False,
+    )
+
+
+def _with_node(pod: PodInfo, node_name: str | None) -> PodInfo:
+    clone = copy.copy(pod)
+    clone.node_name = node_name
+    return clone

@@ -54,6 +54,13 @@ class Cluster:
     fake: FakeKube
     kube: KubeClient
     operator: Operator
+    running: tuple[Operator, threading.Thread, list[int]]
+
+    def restart(self) -> None:
+        """Stop the operator (its in-memory state gone) and start a new one."""
+        _stop(*self.running)
+        self.running = _operator(self.kube)
+        self.operator = self.running[0]
 
     def nodeclaims(self) -> list[dict[str, Any]]:
         return self.fake.items(NODECLAIMS)
@@ -126,11 +133,9 @@ def _nodepool(name: str, **disruption: str) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    """An operator with the KWOK provider on a fresh fake API; stopped after the test."""
-    fake = FakeKube()
-    kube = KubeClient(fake.api_client())
+def _operator(kube: KubeClient) -> tuple[Operator, threading.Thread, list[int]]:
+    """An operator with the KWOK provider on ``kube``, running in a thread (its exit code is
+    appended to the list)."""
     settings = Settings(
         disable_leader_election=True,
         metrics_port=0,
@@ -145,6 +150,24 @@ def cluster() -> Iterator[Cluster]:
     operator = Operator(
         settings, record, kube, controllers=_controllers, controller_stop_timeout=5.0
     )
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(operator.run()), daemon=True)
+    thread.start()
+    wait_until(operator.ready, "the operator's informers synced", timeout=TIMEOUT)
+    return operator, thread, result
+
+
+def _stop(operator: Operator, thread: threading.Thread, result: list[int]) -> None:
+    operator.shutdown()
+    thread.join(15)
+    assert result == [0], "the operator stopped cleanly"
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    """An operator with the KWOK provider on a fresh fake API; stopped after the test."""
+    fake = FakeKube()
+    kube = KubeClient(fake.api_client())
     fake.put(
         NODECLASSES,
         {
@@ -154,18 +177,14 @@ def cluster() -> Iterator[Cluster]:
             "spec": {},
         },
     )
-    result: list[int] = []
-    thread = threading.Thread(target=lambda: result.append(operator.run()), daemon=True)
-    thread.start()
+    running = _operator(kube)
+    cluster = Cluster(fake, kube, running[0], running)
     try:
-        wait_until(operator.ready, "the operator's informers synced", timeout=TIMEOUT)
-        yield Cluster(fake, kube, operator)
+        yield cluster
     finally:
-        operator.shutdown()
-        thread.join(15)
+        _stop(*cluster.running)
         kube.close()
         fake.stop()
-    assert result == [0], "the operator stopped cleanly"
 
 
 def _launched_node(cluster: Cluster) -> tuple[str, str]:
@@ -362,11 +381,11 @@ def _tainted(cluster: Cluster, names: set[str]) -> set[str]:
     }
 
 
-def test_consolidation_runs_commands_in_parallel_within_the_budget(cluster: Cluster) -> None:
-    # Four nodes, each holding one small pod that shares no node with another: each is replaced
-    # by a cheaper node, one command per node. The NodePool's budget allows 2 at once; the
-    # replacements stay unready until the test readies them, so two commands wait together and
-    # a third does not start.
+def _two_commands_in_flight(cluster: Cluster) -> tuple[list[str], set[str]]:
+    """Four nodes, each holding one small pod that shares no node with another, so that each
+    is replaced by a cheaper node, one command per node; the NodePool's budget allows 2 at
+    once, and the replacements stay unready until the test readies them. Returns the four
+    nodes and the two whose commands are in flight."""
     nodepool = _nodepool("web", consolidationPolicy="WhenEmptyOrUnderutilized")
     nodepool["spec"]["disruption"]["budgets"] = [{"nodes": "2"}]
     cluster.kube.create(NODEPOOLS, nodepool)
@@ -393,7 +412,12 @@ def test_consolidation_runs_commands_in_parallel_within_the_budget(cluster: Clus
         "two commands in flight, each with its replacement",
         timeout=TIMEOUT,
     )
-    first = _tainted(cluster, set(originals))
+    return originals, _tainted(cluster, set(originals))
+
+
+def test_consolidation_runs_commands_in_parallel_within_the_budget(cluster: Cluster) -> None:
+    # Two commands wait for their replacements together; the budget holds a third back.
+    originals, first = _two_commands_in_flight(cluster)
     for _ in range(10):  # five disruption poll periods: the budget holds the other two back
         threading.Event().wait(0.1)
         assert _tainted(cluster, set(originals)) == first
@@ -413,3 +437,27 @@ def test_consolidation_runs_commands_in_parallel_within_the_budget(cluster: Clus
         "both commands finished: their nodes deleted once the replacements initialized",
         timeout=TIMEOUT,
     )
+
+
+def test_a_restart_recomputes_the_commands_in_flight(cluster: Cluster) -> None:
+    # The commands lived in the stopped controller's memory. The new one takes the disrupted
+    # taint off their nodes and decides again on the cluster as it is: the replacements it
+    # finds launching hold the pods, so the same two nodes go without launching anything more.
+    _, first = _two_commands_in_flight(cluster)
+    cluster.restart()
+    since = len(cluster.fake.requests)
+    wait_until(
+        lambda: all(
+            (cluster.fake.object(f"{NODES}/{name}") or {"metadata": {"deletionTimestamp": "x"}})[
+                "metadata"
+            ].get("deletionTimestamp")
+            for name in first
+        ),
+        "the two nodes deleted by the restarted controller",
+        timeout=TIMEOUT,
+    )
+    after = cluster.fake.requests[since:]
+    deletes = [i for i, (m, p) in enumerate(after) if m == "DELETE" and p.startswith(NODECLAIMS)]
+    creates = [i for i, (m, p) in enumerate(after) if m == "POST" and p == NODECLAIMS]
+    assert len(deletes) >= 2
+    assert not [i for i in creates if i < deletes[1]], "nothing launched before they went"

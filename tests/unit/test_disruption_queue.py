@@ -6,6 +6,9 @@ from __future__ import annotations
 from karpenter_core.controllers.disruption_queue import as_it_will_be
 from karpenter_core.disruption.planner import next_command
 from tests.unit.disruption_fixtures import NOW, node, pdb, pod, pods, pool, snapshot
+from tests.unit.scheduling_fixtures import in_flight
+
+HOSTNAME = "kubernetes.io/hostname"
 
 ON_DEMAND = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
 POOLS = [pool(budgets=[{"nodes": "100%"}], requirements=[ON_DEMAND])]
@@ -13,7 +16,8 @@ POOLS = [pool(budgets=[{"nodes": "100%"}], requirements=[ON_DEMAND])]
 
 def test_pods_of_nodes_being_deleted_keep_the_capacity_they_will_need():
     # "going" is being drained; its 3 CPU of pods will need a home. Alone, "spare" (a c-4 with
-    # 0.5 CPU used) would be replaced by a c-2; with those pods on their way it must not shrink.
+    # 0.5 CPU used) would be replaced by a c-2; the pods on their way land on it first, so it
+    # stays.
     going = node("going", deleting=True, pods=pods("app", "going", 3, cpu="1"))
     spare = node("spare", pods=[pod("one-0", "spare")])
     now = snapshot([going, spare], POOLS)
@@ -23,13 +27,29 @@ def test_pods_of_nodes_being_deleted_keep_the_capacity_they_will_need():
     assert [r.instance_type.name for r in command.replacements] == ["c-2"]
 
     later = as_it_will_be(now)
+    [moved_to] = [n for n in later.nodes if n.name == "spare"]
+    assert sorted(p.key for p in moved_to.pods if p.node_name == "spare") == [
+        "default/app-0",
+        "default/app-1",
+        "default/app-2",
+        "default/one-0",
+    ]
+    assert later.pending == []
+    assert [p.node_name for p in spare.pods] == ["spare"], "the input is not modified"
+    assert next_command(later, NOW) is None
+
+
+def test_pods_of_nodes_being_deleted_that_fit_nowhere_are_pending():
+    going = node("going", deleting=True, pods=pods("app", "going", 3, cpu="1"))
+    small = node("small", "c-2", pods=[pod("one-0", "small", cpu="1500m")])
+    later = as_it_will_be(snapshot([going, small], POOLS))
     assert sorted(p.key for p in later.pending) == [
         "default/app-0",
         "default/app-1",
         "default/app-2",
     ]
     assert all(p.node_name is None for p in later.pending)
-    assert next_command(later, NOW) is None
+    assert [p.key for n in later.nodes if n.name == "small" for p in n.pods] == ["default/one-0"]
 
 
 def test_evictions_to_come_use_up_pod_disruption_budgets():
@@ -53,3 +73,29 @@ def test_evictions_to_come_use_up_pod_disruption_budgets():
 def test_a_cluster_with_nothing_being_deleted_is_unchanged():
     now = snapshot([node("a", pods=[pod("one-0", "a")])])
     assert as_it_will_be(now) is now
+
+
+def test_a_replacement_in_flight_keeps_the_pods_it_was_launched_for():
+    # "going"'s pod is to land on the replacement launched for it (a NodeClaim with no Node
+    # yet). The pods share no node (hostname anti-affinity), so the replacement is taken and
+    # "other" (a c-4 using 0.5 CPU) cannot be deleted onto it: it can only shrink to a c-2.
+    apart = {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": HOSTNAME}
+        ]
+    }
+    web = {"labels": {"app": "web"}, "pod_anti_affinity": apart}
+    going = node("going", deleting=True, pods=[pod("web-0", "going", **web)])
+    other = node("other", pods=[pod("web-1", "other", **web)])
+    now = snapshot([going, other], POOLS)
+    now.nodeclaims = [in_flight("replacement", cpu="2", memory="4Gi")]
+
+    later = as_it_will_be(now)
+    assert later.nodeclaims == []
+    [launching] = [n for n in later.nodes if n.name == "replacement"]
+    assert not launching.initialized
+    assert [(p.key, p.node_name) for p in launching.pods] == [("default/web-0", "replacement")]
+    command = next_command(later, NOW)
+    assert command is not None
+    assert [c.name for c in command.candidates] == ["other"]
+    assert [r.instance_type.name for r in command.replacements] == ["c-2"]
