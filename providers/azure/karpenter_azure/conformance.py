@@ -112,7 +112,6 @@ class AzureProfile:
             "cluster-name": seed.CLUSTER_NAME,
             "region": seed.LOCATION,
             "subscription-id": fake.subscription_id,
-            "resource-group": seed.RESOURCE_GROUP,
             "node-resource-group": seed.NODE_RESOURCE_GROUP,
             "vnet-subnet-id": fake.subnet_id(),
             "ssh-public-key": SSH_KEY,

@@ -48,12 +48,6 @@ OPTIONS = (
         simulate=False,
     ),
     ProviderOption(
-        "resource-group",
-        "Resource group of the AKS cluster resource",
-        env="ARM_RESOURCE_GROUP",
-        simulate=False,
-    ),
-    ProviderOption(
         "node-resource-group",
         "Resource group AKS manages for the cluster's nodes; VMs and NICs go there (required "
         "to launch)",
@@ -178,7 +172,6 @@ class AzureSettings:
     cluster_name: str = ""
     region: str = ""
     subscription_id: str = ""
-    resource_group: str = ""
     node_resource_group: str = ""
     vnet_subnet_id: str = ""
     network_plugin: str = "azure"
@@ -214,7 +207,6 @@ class AzureSettings:
             cluster_name=get("cluster-name", _matching(_NAME, "a cluster name")),
             region=get("region", _region),
             subscription_id=get("subscription-id", _matching(_GUID, "a subscription ID (GUID)")),
-            resource_group=get("resource-group", _matching(_RESOURCE_GROUP, "a resource group")),
             node_resource_group=get(
                 "node-resource-group", _matching(_RESOURCE_GROUP, "a resource group")
             ),
