@@ -16,10 +16,12 @@ says about its neighbours) is kept out for upstream's TTL and the create fails w
 from __future__ import annotations
 
 import builtins
+import json
 import logging
 import re
 import threading
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -98,6 +100,9 @@ __all__ = [
 
 log = logging.getLogger("karpenter.azure")
 
+NODE_FACTS_TTL = timedelta(minutes=1)
+"""How long a Node's kubelet version and labels, read for drift, are used before read again."""
+
 
 _CAPACITY_RANK = {wk.CAPACITY_TYPE_SPOT: 0, wk.CAPACITY_TYPE_ON_DEMAND: 1}
 
@@ -175,6 +180,7 @@ class AzureCloudProvider:
         self._context = context
         self._lock = threading.Lock()
         self._instances: Instances | None = None
+        self._node_facts_cache: dict[str, tuple[datetime, NodeFacts | None]] = {}
 
     @classmethod
     def from_context(cls, context: ProviderContext) -> AzureCloudProvider:
@@ -501,26 +507,41 @@ class AzureCloudProvider:
         )
 
     def _node_facts(self, node_name: str | None) -> NodeFacts | None:
-        """The kubelet version and labels of the Node, None without one (or a cluster)."""
+        """The kubelet version and labels of the Node, None without one (or a cluster); read
+        from the apiserver at most once per ``NODE_FACTS_TTL`` per Node."""
         client = self._context.kube_client
         if client is None or not node_name:
             return None
+        now = self._context.clock()
+        with self._lock:
+            cached = self._node_facts_cache.get(node_name)
+        if cached is not None and now < cached[0]:
+            return cached[1]
         from kubernetes.client import CoreV1Api
         from kubernetes.client.exceptions import ApiException
 
+        facts: NodeFacts | None = None
         try:
-            node = CoreV1Api(client).read_node(node_name)
+            response = CoreV1Api(client).read_node(node_name, _preload_content=False)
         except ApiException as error:
             if error.status != 404:
                 log.warning("reading node %s for drift failed: %s", node_name, error.reason)
-            return None
-        if node.metadata.deletion_timestamp is not None:
-            return None
-        info = node.status.node_info if node.status else None
-        return NodeFacts(
-            kubelet_version=info.kubelet_version if info else "",
-            labels=dict(node.metadata.labels or {}),
-        )
+                return None
+        else:
+            node = json.loads(response.data)
+            metadata = node.get("metadata") or {}
+            if not metadata.get("deletionTimestamp"):
+                info = (node.get("status") or {}).get("nodeInfo") or {}
+                facts = NodeFacts(
+                    kubelet_version=str(info.get("kubeletVersion") or ""),
+                    labels=dict(metadata.get("labels") or {}),
+                )
+        with self._lock:
+            self._node_facts_cache = {
+                name: entry for name, entry in self._node_facts_cache.items() if now < entry[0]
+            }
+            self._node_facts_cache[node_name] = (now + NODE_FACTS_TTL, facts)
+        return facts
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         """Upstream's (``karpenter_azure.drift.repair_policies``)."""

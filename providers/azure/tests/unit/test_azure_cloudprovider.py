@@ -19,6 +19,7 @@ from karpenter_azure.instances import ArmError, provider_id, vm_name_of
 from karpenter_azure.nodeclass import AKSNodeClass
 from karpenter_azure.plugin import karpenter_register_providers
 from karpenter_azure.unavailable import UnavailableOfferings, capacity_error
+from karpenter_conformance.fakekube import FakeKube
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
@@ -450,3 +451,61 @@ def test_get_list_and_delete_through_the_provider(profile: AzureProfile, fake: F
             provider.delete(launched)
             time.sleep(0.05)
     assert provider.list() == [] and fake.nics() == []
+
+
+# -- drift that needs the Node ------------------------------------------------------------------
+
+
+def test_k8s_version_drift_reads_the_node_once_a_minute() -> None:
+    kube = FakeKube()
+    try:
+        kube.put(
+            "/api/v1/nodes",
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "aks-general-abcde"},
+                "status": {"nodeInfo": {"kubeletVersion": "v1.32.6"}},
+            },
+        )
+        current = {
+            "type": "KubernetesVersionReady",
+            "status": "True",
+            "reason": "Ready",
+            "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+        node_class = {
+            "metadata": {"name": "default"},
+            "spec": {},
+            "status": {"kubernetesVersion": "1.33.2", "conditions": [current]},
+        }
+        clock = Clock()
+        [record] = karpenter_register_providers()
+        provider = record.factory(
+            ProviderContext(
+                settings=record.settings({"region": "eastus"}),
+                kube_client=kube.api_client(),
+                clock=clock,
+                node_classes=NodeClasses(node_class),
+            )
+        )
+        launched = claim("general-abcde")
+        launched.status.node_name = "aks-general-abcde"
+        assert provider.is_drifted(launched) == "K8sVersionDrift"
+        reads = [r for r in kube.requests if r[1].startswith("/api/v1/nodes/")]
+        assert provider.is_drifted(launched) == "K8sVersionDrift"
+        assert [r for r in kube.requests if r[1].startswith("/api/v1/nodes/")] == reads
+        kube.put(
+            "/api/v1/nodes",
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "aks-general-abcde"},
+                "status": {"nodeInfo": {"kubeletVersion": "v1.33.2"}},
+            },
+        )
+        clock.now += timedelta(minutes=1, seconds=1)
+        assert provider.is_drifted(launched) == ""
+    finally:
+        kube.stop()
