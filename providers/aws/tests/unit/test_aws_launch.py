@@ -39,7 +39,7 @@ from karpenter_aws.launchtemplates import (
     template_name,
 )
 from karpenter_aws.moto_account import AWSEnv
-from karpenter_aws.nodeclass import EC2NodeClass
+from karpenter_aws.nodeclass import EC2NodeClass, SecurityGroupStatus
 from karpenter_core.apis import labels as wk
 from karpenter_core.cloudprovider.types import (
     CloudProviderError,
@@ -619,9 +619,9 @@ def _in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
 
 
 def _fleet_request_for(aws: AWSEnv, ec2: Any, capacity_type: str = "on-demand") -> dict[str, Any]:
-    config = LaunchTemplateConfig.build(
-        _node_class(), aws.images["al2023/x86_64/standard"], "x", {}
-    )
+    node_class = _node_class()
+    node_class.status.security_groups = [SecurityGroupStatus(id=aws.security_group_id)]
+    config = LaunchTemplateConfig.build(node_class, aws.images["al2023/x86_64/standard"], "x", {})
     name = LaunchTemplates(ec2, "test-cluster").ensure(config)
     template = TemplateOverrides(
         name, config.image_id, (("m5.large", "us-east-1b"), ("c5.large", "us-east-1a"))
