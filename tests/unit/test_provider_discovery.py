@@ -334,10 +334,10 @@ class _OneRecord:
     [
         ("import karpenter_missing_sdk", "pip install karpenter-missing-sdk"),
         (
-            "from azure.mgmt.compute import ComputeManagementClient",
-            "pip install azure-mgmt-compute",
+            "from azure.mgmt.containerservice import ContainerServiceClient",
+            "pip install azure-mgmt-containerservice",
         ),
-        ("from azure.identity import DefaultAzureCredential", "pip install azure-identity"),
+        ("from azure.cosmos import CosmosClient", "pip install azure-cosmos"),
         ("import google.cloud.compute_v1", "pip install google-cloud-compute"),
         ("import yaml.missing_part", "pip install PyYAML"),
     ],
