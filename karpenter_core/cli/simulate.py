@@ -43,20 +43,18 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 def _provider_options(command: _F, *, offline: bool = False) -> _F:
     """Add every discovered provider's settings as ``--<name>`` options (``offline``: only those
-    ``simulate`` reads)."""
-    seen: set[str] = set()
+    ``simulate`` reads). Providers declaring one name share the option; its environment variable
+    is read by the chosen provider's record (``ProviderRecord.settings``), so one provider's
+    variable (AWS_REGION) never sets another provider's setting."""
+    declared: dict[str, list[str]] = {}
     for record in discover().records.values():
         for option in record.options:
-            if option.name in seen or (offline and not option.simulate):
+            if offline and not option.simulate:
                 continue
-            seen.add(option.name)
-            click.option(
-                f"--{option.name}",
-                default=None,
-                help=f"[{record.name}] {option.help}",
-                envvar=option.env,
-                show_envvar=bool(option.env),
-            )(command)
+            env = f" (env: {option.env})" if option.env else ""
+            declared.setdefault(option.name, []).append(f"[{record.name}] {option.help}{env}")
+    for name, helps in declared.items():
+        click.option(f"--{name}", default=None, help=" ".join(helps))(command)
     return command
 
 

@@ -3,10 +3,14 @@ needs, and the clients built from them."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from click.testing import CliRunner
 
 from karpenter_azure.clients import AzureClients
 from karpenter_azure.settings import OPTIONS, AzureSettings, SettingsError
+from karpenter_core.cli.main import cli
 
 SUBSCRIPTION = "12345678-1234-1234-1234-123456789012"
 SUBNET = (
@@ -106,3 +110,15 @@ def test_clients_talk_to_the_endpoint_override() -> None:
     assert clients.compute._config.base_url == "https://127.0.0.1:8443"
     assert clients.network._config.base_url == "https://127.0.0.1:8443"
     assert clients.compute is clients.compute
+
+
+def test_another_providers_environment_variable_does_not_set_the_region(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--region`` is one option for every provider that declares it; AWS_REGION is the AWS
+    provider's variable and must not reach the Azure provider, which reads LOCATION."""
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("LOCATION", "westus2")
+    result = CliRunner().invoke(cli, ["simulate", "--provider", "azure", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["provider"] == "azure"
