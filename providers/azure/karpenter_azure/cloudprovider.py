@@ -103,7 +103,6 @@ log = logging.getLogger("karpenter.azure")
 NODE_FACTS_TTL = timedelta(minutes=1)
 """How long a Node's kubelet version and labels, read for drift, are used before read again."""
 
-
 _CAPACITY_RANK = {wk.CAPACITY_TYPE_SPOT: 0, wk.CAPACITY_TYPE_ON_DEMAND: 1}
 
 
@@ -205,12 +204,6 @@ class AzureCloudProvider:
         if not isinstance(found, AKSNodeClass) or found.metadata.deletion_timestamp is not None:
             return None
         return found
-
-    def _node_class_of(self, nodepool: NodePool) -> AKSNodeClass | None:
-        ref = nodepool.spec.template.spec.node_class_ref
-        if (ref.group, ref.kind) != (GROUP, KIND):
-            return None
-        return self._node_class(ref.name)
 
     # -- catalog ------------------------------------------------------------------------------
 
