@@ -27,12 +27,12 @@ lint: setup
 # The fast tier: no cluster, no moto, no fake ARM server, no subprocesses; controllers run
 # against the in-process fake Kubernetes API (karpenter_conformance.fakekube).
 unit: setup
-	$(BIN)/pytest -m "not integration and not slow"
+	$(BIN)/pytest -m "not integration and not slow" -n auto
 
 # The slow tier: tests on a moto server or the Azure fake ARM server, pip installs and the
 # karpenter command in subprocesses.
 slow: setup
-	$(BIN)/pytest -m "slow and not integration"
+	$(BIN)/pytest -m "slow and not integration" -n auto
 
 cluster-build: setup
 	$(BIN)/python -m karpenter_conformance.cluster build
