@@ -256,6 +256,14 @@ class ArmState:
             versions[:] = [v for v in versions if v.name != version]
             versions.append(ImageVersion(version, published or now()))
 
+    def withdraw_image(self, gallery: str, definition: str, version: str | None = None) -> None:
+        """Remove ``version`` of an image definition, or all its versions when None: the
+        definition stays and lists no versions, as once its publisher removed them all."""
+        with self.lock:
+            versions = self.images.get((gallery.lower(), definition.lower()))
+            if versions is not None:
+                versions[:] = [v for v in versions if version is not None and v.name != version]
+
     def clear(self) -> None:
         """Drop VMs, NICs, disks, operations and faults (the seeded data stays)."""
         with self.lock:

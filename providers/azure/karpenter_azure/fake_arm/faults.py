@@ -1,5 +1,5 @@
 """Faults the fake ARM server injects: capacity errors on VM creates (per size, zone and
-priority) and failed requests (throttling, server errors) on any path.
+priority) and failed requests (authorization denials, throttling, server errors) on any path.
 
 Error codes and message shapes are ARM's: ``SkuNotAvailable`` and the quota errors
 (``OperationNotAllowed``) answer the VM PUT itself with 409; allocation failures
@@ -139,6 +139,11 @@ class CapacityFault:
 
 
 REQUEST_ERRORS: dict[int, tuple[str, str]] = {
+    403: (
+        "AuthorizationFailed",
+        "The client does not have authorization to perform this action over scope '{scope}' or "
+        "the scope is invalid. If access was recently granted, please refresh your credentials.",
+    ),
     429: (
         "TooManyRequests",
         "The request is being throttled as the limit has been reached for operation group "
@@ -154,7 +159,7 @@ REQUEST_ERRORS: dict[int, tuple[str, str]] = {
 
 @dataclass(slots=True)
 class RequestFault:
-    """Answer matching requests with ``status`` (429, 500 or 503) instead of serving them:
+    """Answer matching requests with ``status`` (403, 429, 500 or 503) instead of serving them:
     ``method`` (any when None) and ``path``, a regular expression searched in the request's
     path (case-insensitive). ``retry_after``: seconds in the answer's Retry-After header (429
     and 503). ``times``: how many requests it fails (None: until cleared)."""
@@ -168,7 +173,9 @@ class RequestFault:
 
     def __post_init__(self) -> None:
         if self.status not in REQUEST_ERRORS:
-            raise FaultError(f"request fault: status {self.status} is not one of 429, 500, 503")
+            raise FaultError(
+                f"request fault: status {self.status} is not one of {sorted(REQUEST_ERRORS)}"
+            )
         if self.times is not None and self.times < 1:
             raise FaultError(f"request fault: times {self.times} is not a positive count")
         if self.retry_after < 0:
@@ -186,15 +193,20 @@ class RequestFault:
         """Whether ``method`` on ``path`` is failed by this fault."""
         return (self.method is None or self.method == method) and bool(self._pattern.search(path))
 
-    def answer(self) -> tuple[int, dict[str, Any], dict[str, str]]:
-        """Status, ARM error body and headers of the failed answer."""
+    def answer(self, path: str = "") -> tuple[int, dict[str, Any], dict[str, str]]:
+        """Status, ARM error body and headers of the failed answer to a request of ``path``
+        (the scope a 403 names)."""
         code, message = REQUEST_ERRORS[self.status]
         headers = {}
         if self.status in (429, 503):
             headers["Retry-After"] = f"{self.retry_after:g}"
         if self.status == 429:
             headers["x-ms-ratelimit-remaining-resource"] = "Microsoft.Compute/HighCostGet3Min;0"
-        return self.status, arm_error(code, message.format(group="HighCostGet3Min")), headers
+        return (
+            self.status,
+            arm_error(code, message.format(group="HighCostGet3Min", scope=path)),
+            headers,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The fault as the admin API shows it."""

@@ -249,7 +249,7 @@ class FakeARM:
         return fault
 
     def fail_requests(self, status: int, **match: Any) -> RequestFault:
-        """Answer matching requests with 429, 500 or 503 (see ``RequestFault``)."""
+        """Answer matching requests with 403, 429, 500 or 503 (see ``RequestFault``)."""
         fault = RequestFault(status, **match)
         with self.state.lock:
             self.state.request_faults.append(fault)
@@ -302,6 +302,11 @@ class FakeARM:
         """Create a subnet in the default location; returns its id."""
         return self.state.add_subnet(resource_group, vnet, name, prefix)
 
+    def withdraw_image(self, gallery: str, definition: str, version: str | None = None) -> None:
+        """Remove a version of an AKS node image, or every version when ``version`` is None
+        (see ``ArmState.withdraw_image``)."""
+        self.state.withdraw_image(gallery, definition, version)
+
     def subnet_id(self, name: str = "aks-subnet") -> str:
         """The id of a seeded subnet of the cluster's VNet."""
         return (
@@ -336,7 +341,7 @@ class FakeARM:
                 self.state.request_faults.remove(fault)
         if fault is not None:
             record.follow_up = f"req:{method} {path}"
-            return fault.answer(), record
+            return fault.answer(path), record
         if not path.lower().startswith("/api/retail/") and not self._authorized(headers):
             return _unauthorized(self), record
         try:

@@ -148,6 +148,14 @@ def test_a_throttling_answer_carries_retry_after() -> None:
     assert headers["Retry-After"] == "2"
 
 
+def test_an_authorization_denial_names_the_scope_and_is_not_retried() -> None:
+    status, body, headers = RequestFault(403, path="/subnets/").answer(SUBNET)
+    assert status == 403
+    assert body["error"]["code"] == "AuthorizationFailed"
+    assert f"over scope '{SUBNET}'" in body["error"]["message"]
+    assert "Retry-After" not in headers
+
+
 # -- request log ---------------------------------------------------------------------------
 
 
@@ -305,6 +313,27 @@ def test_deleting_a_vm_while_it_is_created_cancels_the_create() -> None:
     assert arm.vms == {}
     [nic] = arm.nics.values()
     assert "virtualMachine" not in nic["properties"]  # detached: its deleteOption is the default
+
+
+def test_a_withdrawn_image_version_is_no_longer_listed_and_the_definition_stays() -> None:
+    arm = state()
+    gallery = seed.AKS_UBUNTU_COMMUNITY_GALLERY
+    versions = (
+        f"{SUB}/providers/Microsoft.Compute/locations/eastus/communityGalleries/{gallery}/"
+        "images/2204containerd/versions"
+    )
+    first, second = (name for name, _ in seed.IMAGE_VERSIONS)
+
+    arm.withdraw_image(gallery, "2204CONTAINERD", first)
+    status, body, _ = arm.handle("GET", versions, "api-version=2026-03-03", None)
+    assert (status, [v["name"] for v in body["value"]]) == (200, [second])
+
+    arm.withdraw_image(gallery, "2204containerd")
+    assert arm.handle("GET", versions, "api-version=2026-03-03", None)[:2] == (200, {"value": []})
+    status, body, _ = arm.handle("GET", f"{versions}/{second}", "api-version=2026-03-03", None)
+    assert (status, body["error"]["code"]) == (404, "GalleryImageVersionNotFound")
+    other = versions.replace("2204containerd", "2204gen2containerd")
+    assert len(arm.handle("GET", other, "api-version=2026-03-03", None)[1]["value"]) == 2
 
 
 def test_clear_drops_resources_and_faults_and_restarts_addresses() -> None:
