@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from karpenter_azure.fake_arm import FakeARM, Latency
 from karpenter_azure.images import (
     AKS_AZURE_LINUX_GALLERY,
     AKS_UBUNTU_GALLERY,
@@ -22,7 +23,6 @@ from karpenter_azure.images import (
 from karpenter_azure.nodeclass import AKSNodeClassSpec
 from karpenter_core.apis import labels as wk
 from karpenter_core.scheduling.requirements import Requirement, Requirements
-from providers.azure.tests.arm_stub import ARM, SUBSCRIPTION, serve
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 
@@ -151,17 +151,24 @@ def test_each_instance_type_gets_the_first_image_it_meets() -> None:
 
 @pytest.mark.slow
 def test_the_compute_client_adapter_lists_community_gallery_versions() -> None:
-    arm = ARM()
-    arm.versions["V3gen2"] = [
-        ("202502.10.0", "2025-02-10T00:00:00Z"),
-        ("202503.03.0", "2025-03-03T00:00:00Z"),
-        ("202501.01.0", "2025-01-01T00:00:00Z"),
-    ]
-    with serve(arm) as clients:
-        resolver = ImageResolver(community_gallery_versions(clients.compute), "eastus", lambda: T0)
+    with FakeARM(latency=Latency.none()) as fake:
+        for version, published in [
+            ("202508.03.0", "2025-08-03T00:00:00Z"),
+            ("202507.10.0", "2025-07-10T00:00:00Z"),
+            ("202501.01.0", "2025-01-01T00:00:00Z"),
+        ]:
+            fake.publish_image(AKS_AZURE_LINUX_GALLERY, "V3gen2", version, published)
+        compute = fake.compute_client()
+        resolver = ImageResolver(community_gallery_versions(compute), "eastus", lambda: T0)
         images = resolver.resolve(AKSNodeClassSpec(image_family="AzureLinux"), "1.33.0")
-    assert [image.id.split("/images/")[1] for image in images] == ["V3gen2/versions/202503.03.0"]
-    assert arm.paths[0].startswith(
-        f"/subscriptions/{SUBSCRIPTION}/providers/Microsoft.Compute/locations/eastus/"
-        f"communityGalleries/{AKS_AZURE_LINUX_GALLERY}/images/V3gen2/versions?"
+        listed = [r for r in fake.requests if r.is_arm]
+    assert [image.id.split("/images/")[1] for image in images] == [
+        "V3gen2/versions/202508.03.0",
+        "V3/versions/202506.10.0",
+        "V3gen2arm64/versions/202506.10.0",
+    ]
+    assert listed[0].path == (
+        f"/subscriptions/{fake.subscription_id}/providers/Microsoft.Compute/locations/eastus/"
+        f"communityGalleries/{AKS_AZURE_LINUX_GALLERY}/images/V3gen2/versions"
     )
+    assert listed[0].api_version
