@@ -1,5 +1,5 @@
 """The nodeclass controller's status computation, through azure-mgmt-compute and
-azure-mgmt-network against a small local ARM endpoint (no cluster)."""
+azure-mgmt-network against the fake ARM server (no cluster)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from karpenter_azure.images import ImageResolver, ImageVersionLister, community_gallery_versions
+from karpenter_azure.fake_arm import FakeARM, Latency, seed
+from karpenter_azure.images import (
+    AKS_UBUNTU_GALLERY,
+    ImageResolver,
+    ImageVersionLister,
+    community_gallery_versions,
+)
 from karpenter_azure.nodeclass import AKSNodeClass
 from karpenter_azure.nodeclass_controller import (
     SubnetGetter,
@@ -18,13 +24,17 @@ from karpenter_azure.nodeclass_controller import (
     resolve_status,
     subnet_getter,
 )
-from providers.azure.tests.arm_stub import ARM, SUBSCRIPTION, serve
 
 pytestmark = pytest.mark.slow
 
-NODE_GROUP = "MC_rg_cluster_eastus"
+SUBSCRIPTION = seed.SUBSCRIPTION_ID
+NODE_GROUP = seed.NODE_RESOURCE_GROUP
 VNET = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{NODE_GROUP}/providers/Microsoft.Network"
 CLUSTER_SUBNET = f"{VNET}/virtualNetworks/aks-vnet-12345678/subnets/aks-subnet"
+LATEST = seed.IMAGE_VERSIONS[-1][0]
+"""The newest version of every seeded node image definition."""
+UPGRADE = "202507.09.0"
+"""A newer version of the 24.04 Gen2 image only."""
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 CONDITIONS = (
     "KubernetesVersionReady",
@@ -37,7 +47,7 @@ CONDITIONS = (
 
 @dataclass
 class Env:
-    arm: ARM
+    fake: FakeARM
     list_versions: ImageVersionLister
     images: ImageResolver
     get_subnet: SubnetGetter
@@ -45,17 +55,17 @@ class Env:
 
 @pytest.fixture
 def env() -> Iterator[Env]:
-    arm = ARM(subnets={CLUSTER_SUBNET.lower()})
-    for definition in ("2204gen2containerd", "2204containerd", "2204gen2arm64containerd"):
-        arm.versions[definition] = [("202502.01.0", "2025-02-01T00:00:00Z")]
-    arm.versions["2404gen2containerd"] = [("202502.09.0", "2025-02-09T00:00:00Z")]
-    with serve(arm) as clients:
-        list_versions = community_gallery_versions(clients.compute)
+    with FakeARM(latency=Latency.none()) as fake:
+        assert fake.subnet_id() == CLUSTER_SUBNET
+        fake.publish_image(
+            AKS_UBUNTU_GALLERY, "2404gen2containerd", UPGRADE, "2025-07-09T00:00:00Z"
+        )
+        list_versions = community_gallery_versions(fake.compute_client())
         yield Env(
-            arm,
+            fake,
             list_versions,
             ImageResolver(list_versions, "eastus", lambda: NOW),
-            subnet_getter(clients.network),
+            subnet_getter(fake.network_client()),
         )
 
 
@@ -70,14 +80,18 @@ def node_class(status: dict[str, Any] | None = None, **spec: Any) -> AKSNodeClas
 
 
 def resolve(
-    env: Env, cls: AKSNodeClass, version: str = "v1.31.2", now: datetime = NOW
+    env: Env,
+    cls: AKSNodeClass,
+    version: str = "v1.31.2",
+    now: datetime = NOW,
+    cluster_subnet_id: str = CLUSTER_SUBNET,
 ) -> tuple[dict[str, Any], bool]:
     return resolve_status(
         cls,
         server_version=version,
         images=env.images,
         get_subnet=env.get_subnet,
-        cluster_subnet_id=CLUSTER_SUBNET,
+        cluster_subnet_id=cluster_subnet_id,
         node_resource_group=NODE_GROUP,
         now=now,
     )
@@ -96,9 +110,9 @@ def test_a_resolved_nodeclass_is_ready(env: Env) -> None:
     assert all(c["observedGeneration"] == 2 for c in status["conditions"])
     assert status["kubernetesVersion"] == "1.31.2"
     assert [image["id"].split("/images/")[1] for image in status["images"]] == [
-        "2204gen2containerd/versions/202502.01.0",
-        "2204containerd/versions/202502.01.0",
-        "2204gen2arm64containerd/versions/202502.01.0",
+        f"2204gen2containerd/versions/{LATEST}",
+        f"2204containerd/versions/{LATEST}",
+        f"2204gen2arm64containerd/versions/{LATEST}",
     ]
     assert (
         AKSNodeClass.from_manifest(
@@ -109,11 +123,10 @@ def test_a_resolved_nodeclass_is_ready(env: Env) -> None:
 
 
 def test_a_missing_subnet_is_reported(env: Env) -> None:
-    env.arm.subnets.clear()
-    status, failed = resolve(env, node_class())
+    missing = CLUSTER_SUBNET.replace("aks-subnet", "gone")
+    status, failed = resolve(env, node_class(), cluster_subnet_id=missing)
 
     assert not failed
-    missing = CLUSTER_SUBNET
     found = conditions(status)
     assert found["SubnetsReady"] == ("False", "SubnetNotFound", f"resource not found: {missing}")
     assert found["Ready"][0] == "False"
@@ -133,8 +146,7 @@ def test_a_subnet_outside_the_cluster_vnet_is_invalid(env: Env) -> None:
 
 
 def test_a_custom_subnet_in_an_aks_managed_vnet_is_invalid(env: Env) -> None:
-    custom = CLUSTER_SUBNET.replace("aks-subnet", "custom")
-    env.arm.subnets.add(custom.lower())
+    custom = env.fake.subnet_id("custom-subnet")
     status, _ = resolve(env, node_class(vnetSubnetID=custom))
 
     reason, message = conditions(status)["SubnetsReady"][1:]
@@ -143,9 +155,8 @@ def test_a_custom_subnet_in_an_aks_managed_vnet_is_invalid(env: Env) -> None:
 
 
 def test_a_custom_subnet_in_a_vnet_the_user_brought_is_read(env: Env) -> None:
-    cluster = f"{VNET}/virtualNetworks/byo-vnet/subnets/nodes"
-    custom = f"{VNET}/virtualNetworks/byo-vnet/subnets/more-nodes"
-    env.arm.subnets.update({cluster.lower(), custom.lower()})
+    cluster = env.fake.add_subnet(NODE_GROUP, "byo-vnet", "nodes", "10.1.0.0/24")
+    custom = env.fake.add_subnet(NODE_GROUP, "byo-vnet", "more-nodes", "10.1.1.0/24")
     cls = node_class(vnetSubnetID=custom)
     status, _ = resolve_status(
         cls,
@@ -177,7 +188,7 @@ def test_no_subnet_anywhere_is_invalid(env: Env) -> None:
 
 
 def test_an_azure_error_reading_the_subnet_retries_sooner(env: Env) -> None:
-    env.arm.failing["/subnets/aks-subnet$"] = 403
+    env.fake.fail_requests(403, path="/subnets/aks-subnet$")
     status, failed = resolve(env, node_class())
 
     assert failed
@@ -188,7 +199,7 @@ def test_an_azure_error_reading_the_subnet_retries_sooner(env: Env) -> None:
 
 def test_an_image_listing_error_keeps_the_images_and_their_condition(env: Env) -> None:
     ready, _ = resolve(env, node_class())
-    env.arm.failing["/images/2204containerd/versions$"] = 403
+    env.fake.fail_requests(403, path="/images/2204containerd/versions$")
     later = NOW + timedelta(days=4)
     resolver = ImageResolver(env.list_versions, "eastus", lambda: later)
     status, failed = resolve_status(
@@ -207,7 +218,7 @@ def test_an_image_listing_error_keeps_the_images_and_their_condition(env: Env) -
 
 
 def test_an_image_listing_error_without_earlier_images_is_unknown(env: Env) -> None:
-    env.arm.failing["/images/2204containerd/versions$"] = 403
+    env.fake.fail_requests(403, path="/images/2204containerd/versions$")
     status, failed = resolve(env, node_class())
 
     assert failed
@@ -219,7 +230,9 @@ def test_an_image_listing_error_without_earlier_images_is_unknown(env: Env) -> N
 
 
 def test_no_published_version_is_images_not_found(env: Env) -> None:
-    env.arm.versions.clear()
+    for gallery, (_, _, definitions) in seed.GALLERIES.items():
+        for definition in definitions:
+            env.fake.withdraw_image(gallery, definition)
     status, failed = resolve(env, node_class())
 
     assert not failed
@@ -239,7 +252,9 @@ def test_a_kubernetes_upgrade_moves_the_images_and_a_downgrade_is_ignored(env: E
     upgraded, _ = resolve(env, node_class(ready), version="v1.34.1")
     assert upgraded["kubernetesVersion"] == "1.34.1"
     assert [image["id"].split("/images/")[1] for image in upgraded["images"]] == [
-        "2404gen2containerd/versions/202502.09.0"
+        f"2404gen2containerd/versions/{UPGRADE}",
+        f"2404containerd/versions/{LATEST}",
+        f"2404gen2arm64containerd/versions/{LATEST}",
     ]
 
     downgraded, _ = resolve(env, node_class(upgraded), version="v1.33.4")
