@@ -1,7 +1,7 @@
 """The nodeclass controller against the real apiserver: status, drift hash annotations,
 NodeClaim re-stamping and the termination finalizer. Azure is served by injected functions (the
 resolver's and the subnet reader's seams), and for the provider's controller by the real
-azure-mgmt clients against a small local ARM endpoint."""
+azure-mgmt clients against the fake ARM server."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from kubernetes import client
 
-from karpenter_azure.images import ImageResolver, ImageVersion
+from karpenter_azure.fake_arm import FakeARM, Latency, seed
+from karpenter_azure.images import AKS_UBUNTU_GALLERY, ImageResolver, ImageVersion
 from karpenter_azure.nodeclass import (
     GROUP,
     HASH_ANNOTATION,
@@ -31,7 +32,6 @@ from karpenter_azure.nodeclass import (
 from karpenter_azure.nodeclass_controller import TERMINATION_FINALIZER, NodeClassController
 from karpenter_conformance.cluster import crds as cluster_crds
 from karpenter_core.cloudprovider.plugin import ProviderContext
-from providers.azure.tests.arm_stub import ARM, serve
 
 pytestmark = pytest.mark.integration
 
@@ -207,19 +207,25 @@ def test_a_deleted_nodeclass_waits_for_its_nodeclaims(
 def test_the_controller_of_a_provider_reads_azure_through_its_clients(
     api: client.CustomObjectsApi, kube_client: client.ApiClient
 ) -> None:
-    arm = ARM(subnets={SUBNET.lower()})
-    arm.versions["2204gen2containerd"] = [("202503.01.0", "2025-03-01T00:00:00Z")]
     name = create(api, {"imageFamily": "Ubuntu2204"})
-    with serve(arm) as clients:
-        settings = SimpleNamespace(
-            region="eastus", vnet_subnet_id=SUBNET, node_resource_group="MC_rg_cluster_eastus"
+    with FakeARM(latency=Latency.none()) as fake:
+        fake.publish_image(
+            AKS_UBUNTU_GALLERY, "2204gen2containerd", "202507.01.0", "2025-07-01T00:00:00Z"
         )
+        subnet = fake.subnet_id()
+        settings = SimpleNamespace(
+            region="eastus", vnet_subnet_id=subnet, node_resource_group=seed.NODE_RESOURCE_GROUP
+        )
+        clients = SimpleNamespace(compute=fake.compute_client(), network=fake.network_client())
         provider = SimpleNamespace(settings=settings, clients=clients)
         NodeClassController.for_provider(ProviderContext(kube_client=kube_client), provider).sync()
 
     stored = get(api, name)
     assert AKSNodeClass.from_manifest(stored).not_ready() is None
+    latest = seed.IMAGE_VERSIONS[-1][0]
     assert [image["id"].split("/images/")[1] for image in stored["status"]["images"]] == [
-        "2204gen2containerd/versions/202503.01.0"
+        "2204gen2containerd/versions/202507.01.0",
+        f"2204containerd/versions/{latest}",
+        f"2204gen2arm64containerd/versions/{latest}",
     ]
-    assert any(path.startswith(f"{SUBNET}?") for path in arm.paths)
+    assert any(r.method == "GET" and r.path == subnet for r in fake.requests)
