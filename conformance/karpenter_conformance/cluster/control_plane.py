@@ -55,6 +55,11 @@ CONTROLLERS = (
     "serviceaccount-controller",
     "serviceaccount-token-controller",
 )
+# KWOK renews every node's heartbeat from one process; on a loaded machine with hundreds of
+# nodes, or while the apiserver restarts, renewals fall behind the default 40 s and the
+# node-lifecycle controller marks Nodes and their pods NotReady, which KWOK never undoes for pods.
+# Node health is not what the local cluster tests, so missed heartbeats are tolerated for 5 min.
+NODE_MONITOR_GRACE_PERIOD = "5m"
 START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
@@ -462,6 +467,7 @@ class ControlPlane:
                 f"--service-account-private-key-file={keys.service_account_key}",
                 f"--root-ca-file={keys.ca.cert}",
                 f"--controllers={','.join(CONTROLLERS)}",
+                f"--node-monitor-grace-period={NODE_MONITOR_GRACE_PERIOD}",
                 f"--kube-api-qps={CLIENT_QPS}",
                 f"--kube-api-burst={CLIENT_BURST}",
                 "--profiling=false",
