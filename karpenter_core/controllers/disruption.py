@@ -313,6 +313,7 @@ class DisruptionController(LoopController):
             "disrupting",
             extra={
                 "reason": command.reason,
+                "drift_reason": command.drift_reason,
                 "decision": _decision(command),
                 "nodes": _names(command),
                 "nodeclaims": claim_names,

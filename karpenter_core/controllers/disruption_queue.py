@@ -105,8 +105,9 @@ def as_it_will_be(
     (pure). Their pods still to be evicted (not DaemonSet or mirror pods) are placed first, by
     the provisioning scheduler: those that land on a node or on a NodeClaim in flight (a
     replacement, then seen as the node it will be) are bound there, the others join the
-    pending pods, so no decision takes the capacity they are to get. Every PodDisruptionBudget with a status allows as many fewer
-    disruptions as it covers such pods, which will be evicted without another decision."""
+    pending pods, so no decision takes the capacity they are to get. Every PodDisruptionBudget
+    with a status allows as many fewer disruptions as it covers such pods, which will be evicted
+    without another decision."""
     moving = [
         pod
         for node in snapshot.nodes

@@ -461,3 +461,31 @@ def test_a_restart_recomputes_the_commands_in_flight(cluster: Cluster) -> None:
     creates = [i for i, (m, p) in enumerate(after) if m == "POST" and p == NODECLAIMS]
     assert len(deletes) >= 2
     assert not [i for i in creates if i < deletes[1]], "nothing launched before they went"
+
+
+def test_a_drift_command_is_logged_with_the_check_that_fired(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster.kube.create(NODEPOOLS, _nodepool("web"))
+    cluster.pod("web-0")
+    claim_name, node_name = _launched_node(cluster)
+    cluster.node_ready(node_name)
+    cluster.bind("web-0", node_name)
+    wait_until(
+        lambda: (
+            _conditions(cluster.fake.object(f"{NODECLAIMS}/{claim_name}")).get("Ready") == "True"
+        ),
+        "the NodeClaim ready",
+        timeout=TIMEOUT,
+    )
+    caplog.set_level("INFO", logger="karpenter.disruption")
+    cluster.kube.patch(
+        f"{NODEPOOLS}/web", {"spec": {"template": {"metadata": {"labels": {"team": "b"}}}}}
+    )
+    wait_until(
+        lambda: [r for r in caplog.records if r.getMessage() == "disrupting"],
+        "the drift command started",
+        timeout=TIMEOUT,
+    )
+    [record] = [r for r in caplog.records if r.getMessage() == "disrupting"][:1]
+    assert (record.reason, record.drift_reason) == ("drifted", "NodePoolDrifted")  # type: ignore[attr-defined]
