@@ -69,6 +69,7 @@ from karpenter_aws.unavailable import UnavailableOfferings
 from karpenter_aws.userdata import BootstrapOptions, UserDataError, build_user_data
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
+from karpenter_core.cloudprovider.nodeclass import launchable_node_class, node_class_ref_readiness
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import (
     CloudProviderError,
@@ -76,7 +77,6 @@ from karpenter_core.cloudprovider.types import (
     InstanceType,
     InsufficientCapacity,
     NodeClaimNotFound,
-    NodeClassNotReady,
     NodeClassReadiness,
     RepairPolicy,
     launch_request,
@@ -366,29 +366,10 @@ class AWSCloudProvider:
             return self._launcher
 
     def _ready_node_class(self, nodeclaim: NodeClaim) -> EC2NodeClass:
-        ref = nodeclaim.spec.node_class_ref
-        if (ref.group, ref.kind) != (GROUP, KIND):
-            raise NodeClassNotReady(
-                f"NodeClaim {nodeclaim.metadata.name!r} references {ref.kind} ({ref.group}); "
-                f"the aws provider reads {KIND} ({GROUP})"
-            )
-        if not self._has_node_classes:
-            raise CloudProviderError(
-                f"no view of the {KIND}s to read {ref.name!r} from: launching needs the "
-                "controller's NodeClass view (ProviderContext.node_classes)"
-            )
-        node_class = self._node_class(ref.name)
-        if node_class is None:
-            raise InsufficientCapacity(f"{KIND} {ref.name!r} not found")
-        problem = node_class.not_ready()
-        if problem is not None and problem.unknown:
-            raise CreateError(
-                "NodeClassReadinessUnknown",
-                f"{KIND} {ref.name!r} is not resolved yet: {problem.reason}",
-            )
-        if problem is not None:
-            raise NodeClassNotReady(f"{KIND} {ref.name!r} is not ready: {problem.reason}")
-        return node_class
+        lookup = self._node_class if self._has_node_classes else None
+        return launchable_node_class(
+            "aws", GROUP, KIND, nodeclaim.metadata.name or "", nodeclaim.spec.node_class_ref, lookup
+        )
 
     def _launch(
         self,
@@ -782,18 +763,9 @@ class AWSCloudProvider:
         """Whether the NodePool's EC2NodeClass exists and is Ready (always ready offline)."""
         if not self.catalog.is_live:
             return NodeClassReadiness(ready=True)
-        ref = nodepool.spec.template.spec.node_class_ref
-        if (ref.group, ref.kind) != (GROUP, KIND):
-            return NodeClassReadiness(
-                False, f"the aws provider reads {KIND} ({GROUP}), not {ref.kind} ({ref.group})"
-            )
-        node_class = self._node_class(ref.name)
-        if node_class is None:
-            return NodeClassReadiness(False, f"{KIND} {ref.name!r} not found")
-        reason = node_class.not_ready_reason()
-        if reason is not None:
-            return NodeClassReadiness(False, reason)
-        return NodeClassReadiness(ready=True)
+        return node_class_ref_readiness(
+            "aws", GROUP, KIND, nodepool.spec.template.spec.node_class_ref, self._node_class
+        )
 
     def _node_class_of(self, nodepool: NodePool) -> EC2NodeClass | None:
         ref = nodepool.spec.template.spec.node_class_ref

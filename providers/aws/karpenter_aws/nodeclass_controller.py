@@ -13,14 +13,9 @@ releases the finalizer.
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar
-
-from pydantic import ValidationError
 
 from karpenter_aws.amis import AMIResolver
 from karpenter_aws.errors import AWS_ERRORS, describe_error
@@ -43,44 +38,24 @@ from karpenter_aws.nodeclass import (
     EC2NodeClass,
     EC2NodeClassStatus,
     nodeclass_hash,
-    validation_problems,
 )
 from karpenter_aws.securitygroups import resolve_security_groups
 from karpenter_aws.subnets import resolve_subnets
-from karpenter_core.apis import labels as wk
-from karpenter_core.apis.v1.common import CONDITION_READY, Condition
+from karpenter_core.apis.v1.common import CONDITION_READY
+from karpenter_core.cloudprovider.nodeclass import Verdict, stamp_conditions
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import CloudProviderError
-from karpenter_core.operator import logs
+from karpenter_core.controllers.nodeclass_status import ERROR_RETRY, NodeClassStatusController
 
 __all__ = ["ERROR_RETRY", "NodeClassController", "kubernetes_minor_version", "resolve_status"]
 
-MAX_POLL = timedelta(seconds=5)
-"""The longest pause between two passes over the EC2NodeClasses."""
-ERROR_RETRY = timedelta(seconds=10)
-"""How soon an EC2NodeClass whose resolution hit an AWS error is resolved again."""
 DEPENDENCIES = (
     CONDITION_SUBNETS_READY,
     CONDITION_SECURITY_GROUPS_READY,
     CONDITION_AMIS_READY,
     CONDITION_INSTANCE_PROFILE_READY,
 )
-_MERGE_PATCH = "application/merge-patch+json"
 _T = TypeVar("_T")
-
-
-@dataclass(slots=True)
-class _Outcome:
-    """One condition's verdict: status True/False, reason and message."""
-
-    status: str
-    reason: str
-    message: str = ""
-    aws_error: bool = False
-
-
-def _true(condition: str) -> _Outcome:
-    return _Outcome("True", condition)
 
 
 def _resolve_part(
@@ -91,7 +66,7 @@ def _resolve_part(
     missing: tuple[str, str],
     failed: tuple[str, str],
     refused: _T | None = None,
-) -> tuple[_T, _Outcome]:
+) -> tuple[_T, Verdict]:
     """Resolve one part of the status and judge its condition.
 
     An empty answer is ``missing`` (reason, message); a ``CloudProviderError`` (the selection
@@ -101,13 +76,13 @@ def _resolve_part(
     try:
         value = resolve()
     except CloudProviderError as error:
-        return refused, _Outcome("False", missing[0], str(error))  # type: ignore[return-value]
+        return refused, Verdict("False", missing[0], str(error))  # type: ignore[return-value]
     except AWS_ERRORS as error:
         reason, action = failed
-        return previous, _Outcome("False", reason, describe_error(f"{action} failed", error), True)
+        return previous, Verdict("False", reason, describe_error(f"{action} failed", error), True)
     if not value:
-        return value, _Outcome("False", *missing)
-    return value, _true(condition)
+        return value, Verdict("False", *missing)
+    return value, Verdict.true(condition)
 
 
 def resolve_status(
@@ -127,7 +102,7 @@ def resolve_status(
     """
     previous = node_class.status
     spec = node_class.spec
-    outcomes: dict[str, _Outcome] = {}
+    outcomes: dict[str, Verdict] = {}
 
     subnets, outcomes[CONDITION_SUBNETS_READY] = _resolve_part(
         CONDITION_SUBNETS_READY,
@@ -165,44 +140,31 @@ def resolve_status(
 
     waiting = [name for name in DEPENDENCIES if outcomes[name].status != "True"]
     outcomes[CONDITION_VALIDATION_SUCCEEDED] = (
-        _Outcome(
+        Verdict(
             "False",
             "DependenciesNotReady",
             f"waiting for {', '.join(waiting)}",
         )
         if waiting
-        else _true(CONDITION_VALIDATION_SUCCEEDED)
+        else Verdict.true(CONDITION_VALIDATION_SUCCEEDED)
     )
     unhealthy = [name for name in CONDITION_TYPES if outcomes[name].status != "True"]
     outcomes[CONDITION_READY] = (
-        _Outcome(
+        Verdict(
             "False",
             "UnhealthyDependents",
             "; ".join(f"{name}=False: {outcomes[name].message}" for name in unhealthy),
         )
         if unhealthy
-        else _true(CONDITION_READY)
+        else Verdict.true(CONDITION_READY)
     )
 
-    earlier = {condition.type: condition for condition in previous.conditions}
-    stamp = now.replace(microsecond=0)
-    conditions = []
-    for name, outcome in outcomes.items():
-        before = earlier.get(name)
-        conditions.append(
-            Condition(
-                type=name,
-                status=outcome.status,
-                reason=outcome.reason,
-                message=outcome.message,
-                last_transition_time=(
-                    before.last_transition_time
-                    if before is not None and before.status == outcome.status
-                    else stamp
-                ),
-                observed_generation=node_class.metadata.generation,
-            )
-        )
+    conditions = stamp_conditions(
+        outcomes,
+        previous.conditions,
+        now,
+        node_class.metadata.generation,
+    )
     status = EC2NodeClassStatus(
         subnets=subnets,
         security_groups=groups,
@@ -212,7 +174,7 @@ def resolve_status(
     )
     return (
         status.model_dump(mode="json", by_alias=True, exclude_none=True),
-        any(outcome.aws_error for outcome in outcomes.values()),
+        any(outcome.cloud_error for outcome in outcomes.values()),
     )
 
 
@@ -225,161 +187,45 @@ def kubernetes_minor_version(version_info: Mapping[str, Any]) -> str:
     return f"{major}.{minor}"
 
 
-@dataclass(slots=True)
-class _Resolved:
-    generation: int | None
-    due: datetime
-
-
-class _Cluster:
-    """The apiserver calls the controller makes (raw JSON)."""
-
-    def __init__(self, api_client: Any) -> None:
-        from kubernetes import client as k8s
-
-        self._custom = k8s.CustomObjectsApi(api_client)
-        self._version = k8s.VersionApi(api_client)
-        self.api_exception = k8s.ApiException
-
-    def kubernetes_version(self) -> str:
-        response = self._version.get_code(_preload_content=False)
-        return kubernetes_minor_version(json.loads(response.data))
-
-    def node_classes(self) -> list[dict[str, Any]]:
-        response = self._custom.list_cluster_custom_object(
-            GROUP, VERSION, PLURAL, _preload_content=False
-        )
-        return json.loads(response.data).get("items") or []
-
-    def nodeclaims_using(self, name: str) -> list[str]:
-        response = self._custom.list_cluster_custom_object(
-            wk.GROUP, "v1", "nodeclaims", _preload_content=False
-        )
-        names = []
-        for item in json.loads(response.data).get("items") or ():
-            ref = (item.get("spec") or {}).get("nodeClassRef") or {}
-            if ref.get("group") == GROUP and ref.get("kind") == KIND and ref.get("name") == name:
-                names.append(item["metadata"]["name"])
-        return sorted(names)
-
-    def patch(self, name: str, body: Mapping[str, Any]) -> None:
-        self._custom.patch_cluster_custom_object(
-            GROUP, VERSION, PLURAL, name, body, _content_type=_MERGE_PATCH, _preload_content=False
-        )
-
-    def patch_status(self, name: str, body: Mapping[str, Any]) -> None:
-        self._custom.patch_cluster_custom_object_status(
-            GROUP, VERSION, PLURAL, name, body, _content_type=_MERGE_PATCH, _preload_content=False
-        )
-
-
-class NodeClassController:
+class NodeClassController(NodeClassStatusController[EC2NodeClass]):
     """Keeps every EC2NodeClass's status resolved against EC2, SSM and IAM.
 
     ``provider`` needs ``settings`` (``AWSSettings``) and ``clients`` (``AWSClients``).
     """
 
-    name = "nodeclass"
+    model = EC2NodeClass
+    group = GROUP
+    version = VERSION
+    kind = KIND
+    plural = PLURAL
+    finalizer = TERMINATION_FINALIZER
+    hash_annotation = HASH_ANNOTATION
+    hash_version_annotation = HASH_VERSION_ANNOTATION
+    hash_version = HASH_VERSION
 
     def __init__(self, context: ProviderContext, provider: Any) -> None:
-        if context.kube_client is None:
-            raise CloudProviderError(
-                "the nodeclass controller needs a Kubernetes cluster to read EC2NodeClasses"
-            )
         settings = provider.settings
         clients = provider.clients
-        self._log = context.logger
-        self._clock: Callable[[], datetime] = context.clock
-        self._resync: timedelta = settings.nodeclass_resync
-        self._poll = min(MAX_POLL, self._resync) if self._resync > timedelta(0) else MAX_POLL
+        super().__init__(context, settings.nodeclass_resync)
         self._ec2 = clients.ec2
         self._amis = AMIResolver(clients.ec2, clients.ssm, context.clock, context.logger)
         self._profiles = InstanceProfiles(
             clients.iam, settings.cluster_name, clients.region, context.clock
         )
-        self._cluster = _Cluster(context.kube_client)
-        self._resolved: dict[str, _Resolved] = {}
-        self._invalid: set[tuple[str, int | None]] = set()
-        self._waiting: dict[str, tuple[str, ...]] = {}
 
-    def run(self, stop: threading.Event) -> None:
-        """Resolve EC2NodeClasses until ``stop`` is set; failures are logged and retried."""
-        with logs.bind(controller=self.name):
-            while not stop.is_set():
-                try:
-                    self.sync()
-                except Exception as error:
-                    self._log.error("nodeclass: listing EC2NodeClasses failed: %s", error)
-                stop.wait(self._poll.total_seconds())
+    def spec_hash(self, node_class: EC2NodeClass) -> str:
+        """``nodeclass_hash`` of the spec."""
+        return nodeclass_hash(node_class.spec)
 
-    def sync(self) -> None:
-        """One pass over all EC2NodeClasses."""
-        version: str | None = None
-        seen: set[str] = set()
-        for raw in self._cluster.node_classes():
-            metadata = raw.get("metadata") or {}
-            name = str(metadata.get("name") or "")
-            seen.add(str(metadata.get("uid") or name))
-            try:
-                node_class = EC2NodeClass.from_manifest(raw)
-            except ValidationError as error:
-                self._report_invalid(raw, error)
-                continue
-            try:
-                if node_class.metadata.deletion_timestamp is not None:
-                    self._finalize(node_class)
-                    continue
-                self._ensure_metadata(node_class)
-                if self._due(node_class):
-                    if version is None:
-                        version = self._cluster.kubernetes_version()
-                    self._reconcile(node_class, version)
-            except self._cluster.api_exception as error:
-                if error.status not in (404, 409):  # gone, or changed meanwhile: next pass
-                    self._log.error(
-                        "nodeclass: updating EC2NodeClass %s failed: %s %s",
-                        name,
-                        error.status,
-                        error.reason,
-                    )
-            except Exception as error:
-                self._log.error("nodeclass: reconciling EC2NodeClass %s failed: %s", name, error)
-        for uid in set(self._resolved) - seen:
-            del self._resolved[uid]
-        self._invalid = {key for key in self._invalid if key[0] in seen}
-        self._waiting = {key: users for key, users in self._waiting.items() if key in seen}
+    def kubernetes_version(self, version_info: Mapping[str, Any]) -> str:
+        """``major.minor`` (``kubernetes_minor_version``)."""
+        return kubernetes_minor_version(version_info)
 
-    # -- steps -------------------------------------------------------------------------------
-
-    def _key(self, node_class: EC2NodeClass) -> str:
-        return node_class.metadata.uid or node_class.metadata.name or ""
-
-    def _due(self, node_class: EC2NodeClass) -> bool:
-        resolved = self._resolved.get(self._key(node_class))
-        return (
-            resolved is None
-            or resolved.generation != node_class.metadata.generation
-            or self._clock() >= resolved.due
-        )
-
-    def _ensure_metadata(self, node_class: EC2NodeClass) -> None:
-        metadata = node_class.metadata
-        annotations = {
-            HASH_ANNOTATION: nodeclass_hash(node_class.spec),
-            HASH_VERSION_ANNOTATION: HASH_VERSION,
-        }
-        patch: dict[str, Any] = {}
-        if any(metadata.annotations.get(k) != v for k, v in annotations.items()):
-            patch["annotations"] = annotations
-        if TERMINATION_FINALIZER not in metadata.finalizers:
-            patch["finalizers"] = [*metadata.finalizers, TERMINATION_FINALIZER]
-            patch["resourceVersion"] = metadata.resource_version
-        if patch:
-            self._cluster.patch(metadata.name or "", {"metadata": patch})
-
-    def _reconcile(self, node_class: EC2NodeClass, kubernetes_version: str) -> None:
-        now = self._clock()
-        status, failed = resolve_status(
+    def resolve(
+        self, node_class: EC2NodeClass, kubernetes_version: str, now: datetime
+    ) -> tuple[dict[str, Any], bool]:
+        """``resolve_status`` against this controller's clients."""
+        return resolve_status(
             node_class,
             ec2=self._ec2,
             amis=self._amis,
@@ -387,33 +233,10 @@ class NodeClassController:
             kubernetes_version=kubernetes_version,
             now=now,
         )
-        before = node_class.status.model_dump(mode="json", by_alias=True, exclude_none=True)
-        if status != before:
-            patch = {**{key: None for key in before if key not in status}, **status}
-            self._cluster.patch_status(node_class.metadata.name or "", {"status": patch})
-            self._log_changes(node_class.metadata.name or "", before, status)
-        retry = min(self._resync, ERROR_RETRY) if failed else self._resync
-        self._resolved[self._key(node_class)] = _Resolved(
-            node_class.metadata.generation, now + retry
-        )
 
-    def _finalize(self, node_class: EC2NodeClass) -> None:
-        metadata = node_class.metadata
-        name = metadata.name or ""
-        if TERMINATION_FINALIZER not in metadata.finalizers:
-            return
-        key = self._key(node_class)
-        users = tuple(self._cluster.nodeclaims_using(name))
-        if users:
-            if self._waiting.get(key) != users:
-                self._log.info(
-                    "nodeclass: EC2NodeClass %s is deleted; waiting for NodeClaims %s to go",
-                    name,
-                    ", ".join(users),
-                )
-                self._waiting[key] = users
-            return
-        self._waiting.pop(key, None)
+    def release(self, node_class: EC2NodeClass) -> bool:
+        """Delete the instance profiles Karpenter created for the EC2NodeClass."""
+        name = node_class.metadata.name or ""
         try:
             deleted = self._profiles.delete(node_class)
         except AWS_ERRORS as error:
@@ -422,33 +245,15 @@ class NodeClassController:
                 name,
                 describe_error("deleting its instance profiles failed", error),
             )
-            return
+            return False
         if deleted:
             self._log.info(
                 "nodeclass: EC2NodeClass %s: deleted instance profiles %s", name, ", ".join(deleted)
             )
-        finalizers = [f for f in metadata.finalizers if f != TERMINATION_FINALIZER]
-        self._cluster.patch(
-            name,
-            {"metadata": {"finalizers": finalizers, "resourceVersion": metadata.resource_version}},
-        )
-        self._resolved.pop(key, None)
+        return True
 
-    # -- logging -----------------------------------------------------------------------------
-
-    def _report_invalid(self, raw: Mapping[str, Any], error: ValidationError) -> None:
-        metadata = raw.get("metadata") or {}
-        key = (str(metadata.get("uid") or metadata.get("name")), metadata.get("generation"))
-        if key in self._invalid:
-            return
-        self._invalid.add(key)
-        self._log.error(
-            "nodeclass: EC2NodeClass %s is not valid, skipping it: %s",
-            metadata.get("name"),
-            validation_problems(error),
-        )
-
-    def _log_changes(self, name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+    def log_resolved(self, name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+        """New subnet, security group and AMI ids."""
         for field, what in (
             ("subnets", "subnets"),
             ("securityGroups", "security groups"),
@@ -458,18 +263,3 @@ class NodeClassController:
             new_ids = sorted({item["id"] for item in after.get(field) or ()})
             if new_ids and new_ids != old_ids:
                 self._log.info("nodeclass: EC2NodeClass %s: %s %s", name, what, ", ".join(new_ids))
-        old_conditions = {c["type"]: c for c in before.get("conditions") or ()}
-        for condition in after.get("conditions") or ():
-            old = old_conditions.get(condition["type"])
-            changed = old is None or (old["status"], old.get("message")) != (
-                condition["status"],
-                condition.get("message"),
-            )
-            if changed and condition["status"] != "True" and condition["type"] != CONDITION_READY:
-                self._log.warning(
-                    "nodeclass: EC2NodeClass %s: %s is %s: %s",
-                    name,
-                    condition["type"],
-                    condition["status"],
-                    condition.get("message", ""),
-                )

@@ -72,13 +72,13 @@ from karpenter_azure.settings import AzureSettings
 from karpenter_azure.unavailable import UnavailableOfferings, capacity_error
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
+from karpenter_core.cloudprovider.nodeclass import launchable_node_class, node_class_ref_readiness
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import (
     CloudProviderError,
     CreateError,
     InstanceType,
     InsufficientCapacity,
-    NodeClassNotReady,
     NodeClassReadiness,
     Offering,
     RepairPolicy,
@@ -352,29 +352,15 @@ class AzureCloudProvider:
             return self._instances
 
     def _ready_node_class(self, nodeclaim: NodeClaim) -> AKSNodeClass:
-        ref = nodeclaim.spec.node_class_ref
-        if (ref.group, ref.kind) != (GROUP, KIND):
-            raise NodeClassNotReady(
-                f"NodeClaim {nodeclaim.metadata.name!r} references {ref.kind} ({ref.group}); "
-                f"the azure provider reads {KIND} ({GROUP})"
-            )
-        if self._context.node_classes is None:
-            raise CloudProviderError(
-                f"no view of the {KIND}s to read {ref.name!r} from: launching needs the "
-                "controller's NodeClass view (ProviderContext.node_classes)"
-            )
-        node_class = self._node_class(ref.name)
-        if node_class is None:
-            raise InsufficientCapacity(f"{KIND} {ref.name!r} not found")
-        problem = node_class.not_ready()
-        if problem is not None and problem.unknown:
-            raise CreateError(
-                "NodeClassReadinessUnknown",
-                f"{KIND} {ref.name!r} is not resolved yet: {problem.reason}",
-            )
-        if problem is not None:
-            raise NodeClassNotReady(f"{KIND} {ref.name!r} is not ready: {problem.reason}")
-        return node_class
+        lookup = self._node_class if self._context.node_classes is not None else None
+        return launchable_node_class(
+            "azure",
+            GROUP,
+            KIND,
+            nodeclaim.metadata.name or "",
+            nodeclaim.spec.node_class_ref,
+            lookup,
+        )
 
     def _created(
         self, nodeclaim: NodeClaim, node_class: AKSNodeClass, vm: VirtualMachine
@@ -548,18 +534,9 @@ class AzureCloudProvider:
         """Whether the NodePool's AKSNodeClass exists and is Ready (always ready offline)."""
         if not self.catalog.is_live:
             return NodeClassReadiness(ready=True)
-        ref = nodepool.spec.template.spec.node_class_ref
-        if (ref.group, ref.kind) != (GROUP, KIND):
-            return NodeClassReadiness(
-                False, f"the azure provider reads {KIND} ({GROUP}), not {ref.kind} ({ref.group})"
-            )
-        node_class = self._node_class(ref.name)
-        if node_class is None:
-            return NodeClassReadiness(False, f"{KIND} {ref.name!r} not found")
-        reason = node_class.not_ready_reason()
-        if reason is not None:
-            return NodeClassReadiness(False, reason)
-        return NodeClassReadiness(ready=True)
+        return node_class_ref_readiness(
+            "azure", GROUP, KIND, nodepool.spec.template.spec.node_class_ref, self._node_class
+        )
 
 
 def _label_true(requirements: Requirements, key: str) -> bool:

@@ -8,15 +8,12 @@ CRD as OpenAPI keywords or CEL, so the apiserver accepts the objects these model
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from karpenter_core.apis.crdgen import KubeSchema, PrinterColumn, cel, generate_crd
 from karpenter_core.apis.v1.common import (
@@ -26,6 +23,8 @@ from karpenter_core.apis.v1.common import (
     KubeObject,
     ObjectMeta,
 )
+from karpenter_core.apis.v1.hashing import spec_hash
+from karpenter_core.cloudprovider.nodeclass import NotReady, not_ready, validation_problems
 
 __all__ = [
     "CONDITION_IMAGES_READY",
@@ -367,19 +366,7 @@ class AKSNodeClass(KubeObject):
     def not_ready(self) -> NotReady | None:
         """None when the Ready condition is True for the current spec (its observedGeneration,
         when set, is ``metadata.generation``); else why not."""
-        ready = next((c for c in self.status.conditions if c.type == CONDITION_READY), None)
-        if ready is None:
-            return NotReady(f"the {KIND} has no Ready condition yet", unknown=True)
-        if ready.status != "True":
-            return NotReady(ready.message or ready.reason, unknown=ready.status != "False")
-        generation = self.metadata.generation
-        if generation is not None and ready.observed_generation not in (None, generation):
-            return NotReady(
-                f"status has not been reconciled against the latest spec (generation "
-                f"{generation}, Ready observed generation {ready.observed_generation})",
-                unknown=False,
-            )
-        return None
+        return not_ready(KIND, self.status.conditions, self.metadata.generation)
 
     def not_ready_reason(self) -> str | None:
         """None when the AKSNodeClass is ready (see ``not_ready``); else why not."""
@@ -387,40 +374,10 @@ class AKSNodeClass(KubeObject):
         return None if problem is None else problem.reason
 
 
-@dataclass(frozen=True, slots=True)
-class NotReady:
-    """Why an AKSNodeClass is not ready; ``unknown`` while it is not resolved yet (Ready is
-    missing or Unknown) rather than resolved as not ready."""
-
-    reason: str
-    unknown: bool
-
-
-def validation_problems(error: ValidationError) -> str:
-    """The problems of a pydantic ``ValidationError``, ``<field.path>: <message>; ...``."""
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
-
-
 # Drift hash
 
 _UNHASHED = ("tags",)
 """Spec fields left out of the drift hash: tags change on the VMs in place, not by replacement."""
-
-
-def _is_empty(value: Any) -> bool:
-    """None, "", [] or {}: a field left unset. ``False`` and ``0`` are values, not unset."""
-    return value is None or (isinstance(value, str | list | dict) and not value)
-
-
-def _normalized(value: Any) -> Any:
-    """Drop unset values, sort lists (as sets) and dict keys, recursively."""
-    if isinstance(value, Mapping):
-        out = {key: _normalized(item) for key, item in sorted(value.items())}
-        return {key: item for key, item in out.items() if not _is_empty(item)}
-    if isinstance(value, list):
-        items = [_normalized(item) for item in value]
-        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
-    return value
 
 
 def nodeclass_hash(spec: AKSNodeClassSpec) -> str:
@@ -432,8 +389,7 @@ def nodeclass_hash(spec: AKSNodeClassSpec) -> str:
     """
     fields = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
     hashed = {key: value for key, value in fields.items() if key not in _UNHASHED}
-    canonical = json.dumps(_normalized(hashed), sort_keys=True, separators=(",", ":"))
-    return str(int(hashlib.sha256(canonical.encode()).hexdigest()[:16], 16))
+    return spec_hash(hashed)
 
 
 def crd() -> dict[str, Any]:
