@@ -166,7 +166,7 @@ def launchable_node_class(
         )
     if find is None:
         raise CloudProviderError(
-            f"no view of the {kind}s to read {ref.name!r} from: launching needs the "
+            f"no view of {kind} objects to read {ref.name!r} from: launching needs the "
             "controller's NodeClass view (ProviderContext.node_classes)"
         )
     node_class = find(ref.name)

@@ -137,7 +137,7 @@ def test_launchable_node_class_raises_what_the_core_expects() -> None:
     assert launch(_ref()) is ready
     with pytest.raises(NodeClassNotReady, match="references OtherNodeClass"):
         launch(_ref(kind="OtherNodeClass"))
-    with pytest.raises(CloudProviderError, match="no view of the TestNodeClass"):
+    with pytest.raises(CloudProviderError, match="no view of TestNodeClass objects"):
         launch(_ref(), view=False)
     with pytest.raises(InsufficientCapacity, match="'gone' not found"):
         launch(_ref(name="gone"))

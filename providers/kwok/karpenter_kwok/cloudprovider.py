@@ -327,7 +327,7 @@ class KWOKCloudProvider:
         lookup = self._context.node_classes
         if lookup is None:
             raise CloudProviderError(
-                f"no view of the {KIND}s to read {ref.name!r} from: launching needs the "
+                f"no view of {KIND} objects to read {ref.name!r} from: launching needs the "
                 "controller's NodeClass view (ProviderContext.node_classes)"
             )
         node_class = lookup(KIND, ref.name)
