@@ -480,7 +480,7 @@ def run(kubeconfig: Path, options: Options, workdir: Path, out: TextIO = sys.std
         report.scale_up_nodes = len(workload.nodes())
         print(
             f"scale-up: {sum(desired.values())} pods on {report.scale_up_nodes} nodes "
-            f"in {report.scale_up_s}s",
+            f"in {report.scale_up_s:.0f}s",
             file=out,
             flush=True,
         )
@@ -565,7 +565,7 @@ def render(report: Report) -> str:
     """The report as text."""
     lines = [
         f"N = {report.nodes} ({report.timers} timers), {report.elapsed:.0f}s in all",
-        f"scale-up: {report.scale_up_nodes} nodes in {report.scale_up_s}s",
+        f"scale-up: {report.scale_up_nodes} nodes in {report.scale_up_s:.0f}s",
         *(_render_step(step) for step in report.steps),
         f"controller peak RSS: {report.peak_rss_mb:.0f} MB",
         f"violations: {len(report.violations)}",
