@@ -42,6 +42,7 @@ import argparse
 import contextlib
 import copy
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -97,6 +98,8 @@ class Options:
     phase_timeout: float = 900.0
     interval: float = 1.0
     """Seconds between the invariant recorder's looks."""
+    log: Path | None = None
+    """Where to copy the controller's JSON log at the end (kept nowhere without it)."""
 
 
 @dataclass
@@ -506,6 +509,8 @@ def run(kubeconfig: Path, options: Options, workdir: Path, out: TextIO = sys.std
             workload.remove()
         finally:
             harness.stop()
+            if options.log is not None:
+                shutil.copyfile(controller.log_path, options.log)
     return report
 
 
@@ -589,9 +594,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timers", choices=sorted(TIMERS), default="upstream")
     parser.add_argument("--phase-timeout", type=float, default=900.0, help="seconds")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between looks")
+    parser.add_argument("--log", type=Path, help="copy the controller's JSON log here at the end")
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
     args = parser.parse_args(argv)
-    options = Options(args.nodes, args.timers, args.phase_timeout, args.interval)
+    options = Options(args.nodes, args.timers, args.phase_timeout, args.interval, args.log)
     with tempfile.TemporaryDirectory(prefix="karpenter-scale-in-") as work:
         workdir = Path(work)
         if args.kubeconfig:

@@ -9,7 +9,7 @@ evictions under a PodDisruptionBudget, disruption and garbage collection.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from karpenter_conformance.fakekube import FakeKube
 from karpenter_conformance.waiting import wait_until
 from karpenter_core.apis import labels as wk
 from karpenter_core.controllers import build_controllers
+from karpenter_core.controllers.disruption import DisruptionController
 from karpenter_core.controllers.garbage_collection import GarbageCollector
 from karpenter_core.controllers.runtime import LoopController
 from karpenter_core.operator.kube import KubeClient
@@ -35,16 +36,25 @@ NODECLASSES = "/apis/karpenter.kwok.sh/v1alpha1/kwoknodeclasses"
 TIMEOUT = 20.0
 
 
-def _controllers(operator: Operator) -> list[Controller]:
-    """Every controller the operator runs, with loop periods of at most a tenth of a second and
-    half a second of grace for garbage collection."""
-    controllers = build_controllers(operator)
-    for controller in controllers:
-        if isinstance(controller, LoopController):
-            controller.period = min(controller.period, 0.1)
-        if isinstance(controller, GarbageCollector):
-            controller.grace = 0.5
-    return controllers
+def _controllers(
+    replacement_timeout: float | None,
+) -> Callable[[Operator], list[Controller]]:
+    """Every controller the operator runs, with loop periods of at most a tenth of a second,
+    half a second of grace for garbage collection and, if given, ``replacement_timeout``
+    seconds for a disruption command's replacements to initialize."""
+
+    def build(operator: Operator) -> list[Controller]:
+        controllers = build_controllers(operator)
+        for controller in controllers:
+            if isinstance(controller, LoopController):
+                controller.period = min(controller.period, 0.1)
+            if isinstance(controller, GarbageCollector):
+                controller.grace = 0.5
+            if isinstance(controller, DisruptionController) and replacement_timeout is not None:
+                controller.timeout = replacement_timeout
+        return controllers
+
+    return build
 
 
 @dataclass
@@ -55,11 +65,12 @@ class Cluster:
     kube: KubeClient
     operator: Operator
     running: tuple[Operator, threading.Thread, list[int]]
+    replacement_timeout: float | None = None
 
     def restart(self) -> None:
         """Stop the operator (its in-memory state gone) and start a new one."""
         _stop(*self.running)
-        self.running = _operator(self.kube)
+        self.running = _operator(self.kube, self.replacement_timeout)
         self.operator = self.running[0]
 
     def nodeclaims(self) -> list[dict[str, Any]]:
@@ -133,9 +144,11 @@ def _nodepool(name: str, **disruption: str) -> dict[str, Any]:
     }
 
 
-def _operator(kube: KubeClient) -> tuple[Operator, threading.Thread, list[int]]:
+def _operator(
+    kube: KubeClient, replacement_timeout: float | None = None
+) -> tuple[Operator, threading.Thread, list[int]]:
     """An operator with the KWOK provider on ``kube``, running in a thread (its exit code is
-    appended to the list)."""
+    appended to the list); ``replacement_timeout`` as in ``_controllers``."""
     settings = Settings(
         disable_leader_election=True,
         metrics_port=0,
@@ -148,7 +161,11 @@ def _operator(kube: KubeClient) -> tuple[Operator, threading.Thread, list[int]]:
     )
     [record] = karpenter_register_providers()
     operator = Operator(
-        settings, record, kube, controllers=_controllers, controller_stop_timeout=5.0
+        settings,
+        record,
+        kube,
+        controllers=_controllers(replacement_timeout),
+        controller_stop_timeout=5.0,
     )
     result: list[int] = []
     thread = threading.Thread(target=lambda: result.append(operator.run()), daemon=True)
@@ -164,8 +181,10 @@ def _stop(operator: Operator, thread: threading.Thread, result: list[int]) -> No
 
 
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    """An operator with the KWOK provider on a fresh fake API; stopped after the test."""
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """An operator with the KWOK provider on a fresh fake API; stopped after the test. An
+    indirect parameter sets the disruption replacements' timeout (seconds)."""
+    replacement_timeout: float | None = getattr(request, "param", None)
     fake = FakeKube()
     kube = KubeClient(fake.api_client())
     fake.put(
@@ -177,8 +196,8 @@ def cluster() -> Iterator[Cluster]:
             "spec": {},
         },
     )
-    running = _operator(kube)
-    cluster = Cluster(fake, kube, running[0], running)
+    running = _operator(kube, replacement_timeout)
+    cluster = Cluster(fake, kube, running[0], running, replacement_timeout)
     try:
         yield cluster
     finally:
@@ -461,6 +480,91 @@ def test_a_restart_recomputes_the_commands_in_flight(cluster: Cluster) -> None:
     creates = [i for i, (m, p) in enumerate(after) if m == "POST" and p == NODECLAIMS]
     assert len(deletes) >= 2
     assert not [i for i in creates if i < deletes[1]], "nothing launched before they went"
+
+
+def _replacements(cluster: Cluster, originals: list[str]) -> set[str]:
+    """The NodeClaims that are not those of ``originals`` (the commands' replacements)."""
+    return {
+        c["metadata"]["name"]
+        for c in cluster.nodeclaims()
+        if (c.get("status") or {}).get("nodeName") not in originals
+    }
+
+
+def _node_of(cluster: Cluster, claim: str) -> str:
+    """The Node of NodeClaim ``claim`` ("" before it registers)."""
+    return str(
+        ((cluster.fake.object(f"{NODECLAIMS}/{claim}") or {}).get("status") or {}).get("nodeName")
+        or ""
+    )
+
+
+def _in_place(cluster: Cluster, name: str) -> bool:
+    node = cluster.fake.object(f"{NODES}/{name}")
+    return node is not None and not node["metadata"].get("deletionTimestamp")
+
+
+def _stop_consolidating(cluster: Cluster) -> None:
+    """consolidateAfter Never: the commands in flight go on, no new one starts."""
+    cluster.kube.patch(f"{NODEPOOLS}/web", {"spec": {"disruption": {"consolidateAfter": "Never"}}})
+
+
+@pytest.mark.parametrize("cluster", [4.0], indirect=True)
+def test_commands_whose_replacements_never_initialize_are_rolled_back(cluster: Cluster) -> None:
+    # The replacements stay unready past the 4 s timeout: each command gives up, its
+    # candidates untainted and kept, its replacement deleted.
+    originals, _ = _two_commands_in_flight(cluster)
+    replacements = _replacements(cluster, originals)
+    assert len(replacements) == 2
+    _stop_consolidating(cluster)
+    wait_until(
+        lambda: (
+            not _tainted(cluster, set(originals))
+            and not any(cluster.fake.object(f"{NODECLAIMS}/{r}") for r in replacements)
+        ),
+        "both commands rolled back",
+        timeout=TIMEOUT,
+    )
+    assert all(_in_place(cluster, name) for name in originals)
+    assert not [n for n in originals if cluster.operator.state.marked_for_deletion(n)]
+    assert len(cluster.nodeclaims()) == 4
+    deleted = {p.rsplit("/", 1)[-1] for m, p in cluster.fake.requests if m == "DELETE"}
+    assert not deleted & {c["metadata"]["name"] for c in cluster.nodeclaims()}, (
+        "no candidate's NodeClaim deleted"
+    )
+
+
+def test_a_command_whose_replacement_fails_to_launch_is_rolled_back_alone(
+    cluster: Cluster,
+) -> None:
+    # One replacement goes away (as a launch that fails for want of capacity deletes its
+    # NodeClaim): that command alone gives up; the other finishes once its replacement is up.
+    originals, first = _two_commands_in_flight(cluster)
+    _stop_consolidating(cluster)
+    lost, kept = sorted(_replacements(cluster, originals))
+    cluster.kube.delete(f"{NODECLAIMS}/{lost}")
+    wait_until(
+        lambda: (
+            len(_tainted(cluster, first)) == 1
+            and cluster.fake.object(f"{NODECLAIMS}/{lost}") is None
+        ),
+        "the command of the lost replacement rolled back",
+        timeout=TIMEOUT,
+    )
+    [waiting] = _tainted(cluster, first)
+    [rolled_back] = first - {waiting}
+    assert all(_in_place(cluster, name) for name in originals)
+    wait_until(lambda: _node_of(cluster, kept), "the kept replacement's node", timeout=TIMEOUT)
+    kept_node = _node_of(cluster, kept)
+    cluster.node_ready(kept_node)
+    wait_until(
+        lambda: not _in_place(cluster, waiting),
+        "the other command finished: its node deleted",
+        timeout=TIMEOUT,
+    )
+    assert _in_place(cluster, rolled_back)
+    assert not _tainted(cluster, {rolled_back})
+    assert not cluster.operator.state.marked_for_deletion(rolled_back)
 
 
 def test_a_drift_command_is_logged_with_the_check_that_fired(
