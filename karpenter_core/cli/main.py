@@ -12,6 +12,7 @@ import importlib.metadata
 import click
 
 from karpenter_core.cli.controller import controller
+from karpenter_core.cli.convert import convert
 from karpenter_core.cli.crds import crds
 from karpenter_core.cli.providers import providers
 from karpenter_core.cli.rbac import rbac
@@ -29,6 +30,7 @@ def cli() -> None:
 
 
 cli.add_command(controller)
+cli.add_command(convert)
 cli.add_command(crds)
 cli.add_command(providers)
 cli.add_command(rbac)

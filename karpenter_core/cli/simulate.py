@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from karpenter_core.apis.quantity import format_quantity
+from karpenter_core.cli.convert import converted_documents
 from karpenter_core.cli.disrupt import (
     after_provisioning,
     command_json,
@@ -295,15 +296,19 @@ def simulate(
             node_classes=lambda kind, name: given.get((kind, name)),
         )
         cloud = record.factory(context)
+        converted_notes: list[str] = []
+        converted_warnings: list[str] = []
         if files:
             documents = load_documents(files)
+            documents, converted_notes, converted_warnings = converted_documents(documents)
         else:
             scenario = record.default_scenario
             documents = load_default_scenario(scenario() if scenario else None)
         built = build_snapshot(documents, cloud, strict=strict, node_class_view=given)
     except (ManifestError, UnknownProviderError, CloudProviderError) as err:
         raise click.ClickException(str(err)) from None
-    snapshot, notes = built.snapshot, [*collected.messages, *built.notes]
+    snapshot, notes = built.snapshot, [*converted_notes, *collected.messages, *built.notes]
+    built.warnings[:0] = [w.removeprefix("warning: ") for w in converted_warnings]
     pods = schedulable(snapshot.pending)
     started = time.perf_counter()
     results = schedule(

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from karpenter_core.cloudprovider.types import CloudProvider
+    from karpenter_core.convert.types import NodeClassConverter
 
 __all__ = [
     "API_VERSION",
@@ -139,6 +140,9 @@ class ProviderRecord:
     """A YAML file in the provider's package holding one ClusterRole: the permissions the
     provider needs beyond the core's. ``karpenter rbac --provider <name>`` publishes its rules as
     the ClusterRole ``karpenter-<name>``, bound to the controller's ServiceAccount."""
+    convert: Callable[[], NodeClassConverter] | None = None
+    """Returns the provider's converter of its NodeClass kinds (older APIs to v1, and checks of
+    NodePools that use them) for ``karpenter convert`` and ``simulate``."""
 
     def settings(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The value of each declared option: from ``values`` (keyed by the option's name with

@@ -240,7 +240,7 @@ def _invalid(record: object) -> tuple[str, str | None] | None:
         )
     if not callable(record.factory):
         return f"{label} has a factory that is not callable", None
-    for hook in ("controllers", "conformance", "default_scenario"):
+    for hook in ("controllers", "conformance", "default_scenario", "convert"):
         if getattr(record, hook) is not None and not callable(getattr(record, hook)):
             return f"{label} has a {hook} hook that is not callable", None
     for field_name, kind in (("node_classes", NodeClassInfo), ("options", ProviderOption)):

@@ -30,6 +30,7 @@ from karpenter_core.cloudprovider.plugin import (
 
 if TYPE_CHECKING:
     from karpenter_aws.conformance import AWSProfile
+    from karpenter_aws.convert import AWSConverter
     from karpenter_core.cloudprovider.types import CloudProvider
 
 __all__ = ["karpenter_register_providers"]
@@ -49,6 +50,12 @@ def _conformance() -> AWSProfile:
     from karpenter_aws.conformance import AWSProfile
 
     return AWSProfile()
+
+
+def _converter() -> AWSConverter:
+    from karpenter_aws.convert import AWSConverter
+
+    return AWSConverter()
 
 
 def _offline_region(context: ProviderContext) -> str:
@@ -113,5 +120,6 @@ def karpenter_register_providers() -> list[ProviderRecord]:
             default_scenario=_default_scenario,
             conformance=_conformance,
             cluster_role=resources.files("karpenter_aws").joinpath("rbac", "clusterrole.yaml"),
+            convert=_converter,
         )
     ]

@@ -1,0 +1,298 @@
+"""Converting a set of manifests: NodePools first (they decide the kubelet settings each NodeClass
+gets), then the providers' NodeClasses, with workloads checked for v1alpha5 names."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from karpenter_core.apis.v1.nodepool import NodePool
+from karpenter_core.convert.nodepool import (
+    V1,
+    V1ALPHA5,
+    V1BETA1,
+    check_v1,
+    metadata,
+    provisioner_to_v1beta1,
+    v1beta1_to_v1,
+)
+from karpenter_core.convert.types import (
+    Converted,
+    Finding,
+    NodeClassConverter,
+    NodeClassVariant,
+    describe,
+)
+from karpenter_core.convert.workloads import check_workload
+from karpenter_core.manifests.fields import model_schema, unknown_fields
+from karpenter_core.manifests.validation import is_pattern
+
+__all__ = ["Conversion", "convert_objects", "needs_conversion"]
+
+_LEFT_OUT = {
+    (V1ALPHA5, "Machine"): "Machines are created by the controller, not applied: left out",
+    (V1BETA1, "NodeClaim"): "NodeClaims are created by the controller, not applied: left out "
+    "(karpenter simulate reads v1beta1 NodeClaims as existing capacity)",
+    (V1, "NodeClaim"): "NodeClaims are created by the controller, not applied: left out",
+    ("karpenter.sh/v1alpha1", "NodeOverlay"): "NodeOverlays are not supported by this project: "
+    "left out, so instance types keep their catalog prices and capacity",
+}
+"""Karpenter kinds ``convert`` does not write out, and why."""
+
+
+@dataclass(slots=True)
+class Conversion:
+    """The converted Karpenter objects, the objects passed through unchanged, and findings."""
+
+    objects: list[Converted] = field(default_factory=list)
+    others: list[int] = field(default_factory=list)
+    """Positions in the input of the objects that are not Karpenter's (workloads, nodes): they
+    are not converted."""
+    findings: list[Finding] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Pool:
+    obj: dict[str, Any]
+    source: str
+    kubelet: Mapping[str, Any] | None
+    converter: NodeClassConverter | None
+    v1alpha5: bool = False
+    """Made from a Provisioner: findings name its fields (``spec.requirements``)."""
+
+    def add(self, result: Conversion, findings: Sequence[Finding]) -> None:
+        """Add findings about the v1 NodePool, with the input's field paths."""
+        for finding in findings:
+            path = finding.field
+            if self.v1alpha5:
+                for new, old in (
+                    ("spec.template.spec.nodeClassRef", "spec.providerRef"),
+                    ("spec.template.spec.", "spec."),
+                    ("spec.template.metadata.", "spec."),
+                ):
+                    if path.startswith(new):
+                        path = old + path.removeprefix(new)
+                        break
+            result.findings.append(replace(finding, field=path))
+
+
+def needs_conversion(obj: Mapping[str, Any], converters: Sequence[NodeClassConverter]) -> bool:
+    """Whether an object is of an older Karpenter API that ``convert_objects`` rewrites."""
+    api_version, kind = str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
+    if (api_version, kind) in ((V1ALPHA5, "Provisioner"), (V1BETA1, "NodePool")):
+        return True
+    if (api_version, kind) == (V1BETA1, "NodeClaim"):
+        return True
+    return any(c.handles(api_version, kind) for c in converters) and not api_version.endswith("/v1")
+
+
+def convert_objects(
+    objs: Sequence[Mapping[str, Any]],
+    converters: Sequence[NodeClassConverter],
+    *,
+    simulation: bool = False,
+) -> Conversion:
+    """Convert ``objs`` to v1 NodePools and NodeClasses (pure).
+
+    With ``simulation``, v1beta1 NodeClaims are converted too (as existing capacity). An
+    instance-type wildcard (``m5.*``), which matches nothing and which v1 refuses as a label
+    value, is replaced by the provider's requirement for what it meant, with a warning.
+    """
+    result = Conversion()
+    pools: list[_Pool] = []
+    node_classes: list[tuple[Mapping[str, Any], NodeClassConverter]] = []
+    for position, obj in enumerate(objs):
+        api_version, kind = str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
+        converter = next((c for c in converters if c.handles(api_version, kind)), None)
+        if (api_version, kind) in (
+            (V1ALPHA5, "Provisioner"),
+            (V1BETA1, "NodePool"),
+            (V1, "NodePool"),
+        ):
+            pool = _nodepool(obj, converters, result)
+            if pool is not None:
+                pools.append(pool)
+        elif converter is not None:
+            node_classes.append((obj, converter))
+        elif simulation and (api_version, kind) in ((V1BETA1, "NodeClaim"), (V1, "NodeClaim")):
+            result.objects.append(_nodeclaim(obj, converters, result))
+        elif (api_version, kind) in _LEFT_OUT:
+            result.findings.append(Finding(describe(obj), "", _LEFT_OUT[(api_version, kind)]))
+        elif api_version.partition("/")[0].startswith("karpenter."):
+            result.findings.append(
+                Finding(
+                    describe(obj),
+                    "apiVersion",
+                    f"{api_version} {kind} is not a kind any installed provider converts: left out",
+                )
+            )
+        else:
+            result.findings.extend(check_workload(obj))
+            result.others.append(position)
+    variants = _variants(pools, node_classes, result)
+    for obj, converter in node_classes:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        converted, findings = converter.convert(obj, variants.get((id(converter), name), ()))
+        result.objects.extend(converted)
+        result.findings.extend(findings)
+    for pool in pools:
+        _finish(pool, result)
+    order = {describe(obj): position for position, obj in reversed(list(enumerate(objs)))}
+    result.objects.sort(key=lambda converted: order.get(converted.source, len(objs)))
+    return result
+
+
+def _nodepool(
+    obj: Mapping[str, Any], converters: Sequence[NodeClassConverter], result: Conversion
+) -> _Pool | None:
+    source = describe(obj)
+    api_version = obj.get("apiVersion")
+    current: Mapping[str, Any] | None = obj
+    kubelet: Mapping[str, Any] | None = None
+    moved: list[Finding] = []
+    if api_version == V1ALPHA5:
+        current, findings = provisioner_to_v1beta1(obj)
+        result.findings.extend(findings)
+    if current is not None and current.get("apiVersion") == V1BETA1:
+        current, kubelet, moved = v1beta1_to_v1(
+            current, source, _ref_converter(converters), from_v1alpha5=api_version == V1ALPHA5
+        )
+    if current is None:
+        return None
+    nodepool = copy.deepcopy(dict(current))
+    nodepool.pop("status", None)
+    nodepool["metadata"] = metadata(nodepool)
+    unknown = unknown_fields(nodepool, model_schema(NodePool))
+    ref = _template_spec(nodepool).get("nodeClassRef") or {}
+    converter = next(
+        (c for c in converters if c.node_class_ref(ref) is not None and ref.get("group")), None
+    )
+    pool = _Pool(nodepool, source, kubelet, converter, v1alpha5=api_version == V1ALPHA5)
+    pool.add(result, [*moved, *check_v1(nodepool, source, unknown)])
+    return pool
+
+
+def _ref_converter(converters: Sequence[NodeClassConverter]) -> Any:
+    def convert(ref: Mapping[str, Any]) -> dict[str, str] | None:
+        for converter in converters:
+            converted = converter.node_class_ref(ref)
+            if converted is not None:
+                return converted
+        return None
+
+    return convert
+
+
+def _template_spec(nodepool: Mapping[str, Any]) -> dict[str, Any]:
+    spec = nodepool.get("spec") or {}
+    return (spec.get("template") or {}).get("spec") or {}
+
+
+def _variants(
+    pools: Sequence[_Pool],
+    node_classes: Sequence[tuple[Mapping[str, Any], NodeClassConverter]],
+    result: Conversion,
+) -> dict[tuple[int, str], list[NodeClassVariant]]:
+    """Per (converter, NodeClass name): one variant per distinct kubelet among the NodePools
+    that reference it, the first keeping the name; NodePools are pointed at their variant."""
+    given = {(id(c), str((obj.get("metadata") or {}).get("name") or "")) for obj, c in node_classes}
+    groups: dict[tuple[int, str], dict[str, list[_Pool]]] = {}
+    for pool in pools:
+        ref = _template_spec(pool.obj).get("nodeClassRef") or {}
+        key = (id(pool.converter), str(ref.get("name") or ""))
+        if pool.converter is None or key not in given:
+            if pool.kubelet:
+                result.findings.append(
+                    Finding(
+                        pool.source,
+                        "kubelet",
+                        f"v1 reads kubelet settings from the NodeClass ({ref.get('kind')} "
+                        f"{ref.get('name')}), which is not in the input: add "
+                        f"{json.dumps(pool.kubelet, sort_keys=True)} as its spec.kubelet",
+                    )
+                )
+            continue
+        signature = json.dumps(pool.kubelet, sort_keys=True)
+        groups.setdefault(key, {}).setdefault(signature, []).append(pool)
+    variants: dict[tuple[int, str], list[NodeClassVariant]] = {}
+    for (converter, name), by_kubelet in groups.items():
+        for index, members in enumerate(by_kubelet.values()):
+            first = members[0]
+            variant_name = name if index == 0 else f"{name}-{first.obj['metadata']['name']}"
+            nodepools = tuple(p.obj["metadata"]["name"] for p in members)
+            variants.setdefault((converter, name), []).append(
+                NodeClassVariant(variant_name, first.kubelet, nodepools)
+            )
+            for pool in members:
+                if variant_name != name:
+                    _template_spec(pool.obj)["nodeClassRef"]["name"] = variant_name
+                    pool.add(
+                        result,
+                        [
+                            Finding(
+                                pool.source,
+                                "spec.template.spec.nodeClassRef.name",
+                                f"{name} is shared by NodePools with different kubelet settings, "
+                                f"which v1 keeps on the NodeClass: this NodePool uses its copy "
+                                f"{variant_name}",
+                            )
+                        ],
+                    )
+    return variants
+
+
+def _finish(pool: _Pool, result: Conversion) -> None:
+    """Check the NodePool's requirements with its provider, replace instance-type wildcards,
+    and add the NodePool to the result."""
+    converter = pool.converter
+    if converter is not None:
+        pool.add(result, converter.check_nodepool(pool.obj, pool.source))
+    requirements = _template_spec(pool.obj).get("requirements")
+    if not isinstance(requirements, list):
+        requirements = []
+    for index, requirement in enumerate(requirements):
+        if not isinstance(requirement, dict) or requirement.get("operator") != "In":
+            continue
+        values = requirement.get("values")
+        if not isinstance(values, list):
+            continue
+        patterns = [v for v in values if isinstance(v, str) and is_pattern(v)]
+        if not patterns:
+            continue
+        replacement = converter.wildcard_replacement(requirement) if converter else None
+        literal = f"{', '.join(patterns)}: values are literal, so a wildcard matches nothing (v1 "
+        if replacement is None:
+            message = literal + "refuses it as a label value): list the instance types instead"
+        else:
+            requirements[index] = replacement
+            message = literal + (
+                f"refuses it as a label value): the output requires {replacement['key']} In "
+                f"[{', '.join(replacement['values'])}] instead, which selects what it meant"
+            )
+        pool.add(
+            result,
+            [Finding(pool.source, f"spec.template.spec.requirements[{index}].values", message)],
+        )
+    result.objects.append(Converted(pool.obj, pool.source))
+
+
+def _nodeclaim(
+    obj: Mapping[str, Any], converters: Sequence[NodeClassConverter], result: Conversion
+) -> Converted:
+    """A v1 NodeClaim for simulation: existing capacity, with v1's nodeClassRef."""
+    source = describe(obj)
+    claim = copy.deepcopy(dict(obj))
+    claim["apiVersion"] = V1
+    spec = claim.setdefault("spec", {})
+    if spec.pop("kubelet", None) is not None:
+        result.findings.append(
+            Finding(source, "spec.kubelet", "v1 NodeClaims have no kubelet: left out", "note")
+        )
+    ref = spec.get("nodeClassRef") or {}
+    converted = _ref_converter(converters)(ref)
+    if converted is not None:
+        spec["nodeClassRef"] = converted
+    return Converted(claim, source)
