@@ -82,10 +82,9 @@ def provisioner_to_v1beta1(obj: Mapping[str, Any]) -> tuple[dict[str, Any] | Non
         )
         return None, findings
     template_spec: dict[str, Any] = {
-        key: copy.deepcopy(spec[key])
-        for key in ("taints", "startupTaints", "requirements")
-        if spec.get(key) is not None
+        key: copy.deepcopy(spec[key]) for key in ("taints", "startupTaints") if spec.get(key)
     }
+    template_spec["requirements"] = copy.deepcopy(spec.get("requirements") or [])
     template_spec["nodeClassRef"] = _mapping(spec.get("providerRef"))
     if spec.get("kubeletConfiguration") is not None:
         template_spec["kubelet"] = copy.deepcopy(spec["kubeletConfiguration"])
@@ -209,6 +208,7 @@ def v1beta1_to_v1(
     template = _mapping(spec.get("template"))
     template_spec = _mapping(template.get("spec"))
     kubelet = template_spec.pop("kubelet", None)
+    template_spec.setdefault("requirements", [])
     if template_spec.pop("resources", None) is not None:
         findings.append(
             Finding(
