@@ -5,13 +5,16 @@ Every ``DISRUPTION_POLL_PERIOD`` the controller snapshots the cluster state as p
 commands in flight are done (``disruption_queue.as_it_will_be``: their candidates' pods placed
 first, on their replacements or elsewhere; PodDisruptionBudgets less the evictions to come),
 and asks ``karpenter_core.disruption.planner.next_command`` for a command (nodes nominated for
-pending pods, or already being disrupted, are left out). It starts each command and asks again
-at once, until the planner has nothing more within the budgets:
+pending pods, or already being disrupted, are left out). It works in rounds, until the planner
+has nothing more within the budgets:
 
-1. consolidation (empty, underutilized) waits ``DISRUPTION_VALIDATION_DELAY`` and is computed
-   again; it goes ahead only if the same nodes come out (drift and expiration go at once;
-   expiration, as upstream's, launches no replacement: its pods go pending and provisioning
-   launches what they need);
+1. drift and expiration go at once (expiration, as upstream's, launches no replacement: its pods
+   go pending and provisioning launches what they need); consolidation commands (empty,
+   underutilized) are decided one after another, each on the cluster as those decided before it
+   will leave it (``disruption_queue.as_started``: their candidates being deleted, their
+   replacements in flight), wait ``DISRUPTION_VALIDATION_DELAY`` together, and are then
+   computed again one by one on the cluster as it is; each goes ahead only if the same nodes
+   come out, and the round stops at the first that does not;
 2. the candidate Nodes are tainted ``karpenter.sh/disrupted:NoSchedule`` and marked for deletion
    in the cluster state (so they count against their NodePool's budget);
 3. replacement NodeClaims are created exactly as provisioning creates them
@@ -37,12 +40,18 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
+from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.validation import instance_types_of
-from karpenter_core.controllers.disruption_queue import CommandQueue, InFlight, as_it_will_be
+from karpenter_core.controllers.disruption_queue import (
+    CommandQueue,
+    InFlight,
+    as_it_will_be,
+    as_started,
+)
 from karpenter_core.controllers.objects import (
     NODECLAIMS,
     name_of,
@@ -80,6 +89,8 @@ MIN_REPLACEMENT_TIMEOUT = 600.0
 MAX_REPLACEMENT_TIMEOUT = 3600.0
 PER_COMMAND_TIMEOUT = 0.08
 WAIT_POLL = 0.2
+VALIDATED = ("empty", "underutilized")
+"""The reasons whose commands wait ``DISRUPTION_VALIDATION_DELAY`` and are computed again."""
 
 
 def replacement_timeout(
@@ -125,6 +136,21 @@ def stale_disruption_taints(
     )
 
 
+def _replacements(commands: Iterable[Command], nodepools: dict[str, NodePool]) -> list[NodeClaim]:
+    """The replacement NodeClaims ``commands`` will create, named after their NodePools."""
+    out = []
+    for i, replacement in enumerate(r for command in commands for r in command.replacements):
+        nodepool = nodepools.get(replacement.nodepool)
+        if nodepool is None:
+            continue
+        manifest = nodeclaim_manifest(
+            replacement, nodepool.to_manifest(), replacement.instance_types
+        )
+        manifest["metadata"]["name"] = f"{replacement.nodepool}-decided-{i}"
+        out.append(NodeClaim.from_manifest(manifest))
+    return out
+
+
 def _ready(nodepool: NodePool) -> bool:
     return nodepool.metadata.deletion_timestamp is None and status_true(nodepool, "Ready")
 
@@ -165,7 +191,9 @@ class DisruptionController(LoopController):
 
     # -- deciding ---------------------------------------------------------------------------
 
-    def _snapshot(self) -> tuple[Snapshot, dict[str, NodePool]]:
+    def _snapshot(self, decided: Sequence[Command] = ()) -> tuple[Snapshot, dict[str, NodePool]]:
+        """The cluster as it will be once the commands in flight, and those ``decided`` on but
+        not started yet, are done."""
         context = self.context
         nodepools = sorted(
             (np for np in context.state.nodepools() if _ready(np)),
@@ -176,6 +204,13 @@ class DisruptionController(LoopController):
         }
         catalog = {it.name: it for types in instance_types.values() for it in types}
         snapshot = context.state.snapshot(instance_types)
+        by_name = {np.metadata.name or "": np for np in nodepools}
+        if decided:
+            snapshot = as_started(
+                snapshot,
+                {c.name for command in decided for c in command.candidates},
+                _replacements(decided, by_name),
+            )
         snapshot.nodeclaims = with_expected_allocatable(snapshot.nodeclaims, catalog)
         settings = context.settings
         future = as_it_will_be(
@@ -183,7 +218,7 @@ class DisruptionController(LoopController):
             ignore_preferences=settings.preference_policy == "Ignore",
             min_values_strict=settings.min_values_policy != "BestEffort",
         )
-        return future, {np.metadata.name or "": np for np in nodepools}
+        return future, by_name
 
     def _excluded(self, snapshot: Snapshot) -> set[str]:
         """Nodes a pending pod is nominated to (by node or NodeClaim name)."""
@@ -220,8 +255,12 @@ class DisruptionController(LoopController):
             max_multi_node=settings.multi_node_consolidation_max,
         )
 
-    def _decide(self) -> tuple[Command | None, Snapshot, dict[str, NodePool], dict[str, str]]:
-        snapshot, nodepools = self._snapshot()
+    def _decide(
+        self, decided: Sequence[Command] = ()
+    ) -> tuple[Command | None, Snapshot, dict[str, NodePool], dict[str, str]]:
+        """The planner's next command on the cluster as it will be (``decided``: commands to
+        count as started), the snapshot, the NodePools and why nodes were left alone."""
+        snapshot, nodepools = self._snapshot(decided)
         now = self.context.now()
         excluded = self._excluded(snapshot)
         blocked: dict[str, str] = {}
@@ -232,7 +271,8 @@ class DisruptionController(LoopController):
         ).observe(time.perf_counter() - started)
         for name in excluded:
             blocked.setdefault(name, "a pending pod is nominated to it")
-        self._eligible(snapshot, now, excluded)
+        if not decided:
+            self._eligible(snapshot, now, excluded)
         return command, snapshot, nodepools, blocked
 
     def _eligible(self, snapshot: Snapshot, now: Any, excluded: set[str]) -> None:
@@ -272,18 +312,32 @@ class DisruptionController(LoopController):
         if not self.context.state.wait_for_sync(0.5):
             return
         self.release_stale_taints(self.queue.held())
-        while not self._stop.is_set() and self._next():
+        while not self._stop.is_set() and self._round():
             pass
 
-    def _next(self) -> bool:
-        """Decide, validate and start one command; False when there is none or it failed."""
-        command, snapshot, nodepools, blocked = self._decide()
-        self._publish_blocked(snapshot, blocked)
-        if command is None:
+    def _round(self) -> bool:
+        """Decide commands one after another, each on the cluster as those before it will leave
+        it, until the planner has no more; drift and expiration go at once, consolidation
+        commands wait ``DISRUPTION_VALIDATION_DELAY`` together, then each is computed again on
+        the cluster as it is (the commands validated before it started) and started only if
+        the same nodes come out. True if a command started."""
+        decided: list[Command] = []
+        began = time.monotonic()
+        while not self._stop.is_set():
+            command, snapshot, nodepools, blocked = self._decide(decided)
+            if not decided:
+                self._publish_blocked(snapshot, blocked)
+            if command is None:
+                break
+            if command.reason not in VALIDATED:
+                if decided:
+                    break
+                return self.start(command, nodepools)
+            decided.append(command)
+        if not decided or self._stop.wait(self.context.settings.disruption_validation_delay):
             return False
-        if command.reason in ("empty", "underutilized"):
-            if self._stop.wait(self.context.settings.disruption_validation_delay):
-                return False
+        started = False
+        for command in decided:
             again, _, nodepools, _ = self._decide()
             if again is None or again.reason != command.reason or _names(again) != _names(command):
                 log.info(
@@ -291,16 +345,18 @@ class DisruptionController(LoopController):
                     extra={"reason": command.reason, "nodes": _names(command)},
                 )
                 metrics.DISRUPTION_FAILED_VALIDATIONS.labels(consolidation_type(command)).inc()
-                return False
-            command = again
-        return self.start(command, nodepools)
+                break
+            if not self.start(again, nodepools, waited=time.monotonic() - began):
+                break
+            started = True
+        return started
 
     # -- orchestrating ----------------------------------------------------------------------
 
-    def start(self, command: Command, nodepools: dict[str, NodePool]) -> bool:
+    def start(self, command: Command, nodepools: dict[str, NodePool], waited: float = 0.0) -> bool:
         """Taint and mark the candidates and launch the replacements; the queue finishes the
         command once they are Initialized (at once without replacements). False if it was rolled
-        back."""
+        back. ``waited``: seconds since the round that decided it began (logged)."""
         context = self.context
         state = context.state
         nodes = [c.node for c in command.candidates]
@@ -320,6 +376,7 @@ class DisruptionController(LoopController):
                 "replacements": len(command.replacements),
                 "savings_per_hour": round(command.savings_per_hour, 4),
                 "in_flight": len(self.queue),
+                "waited_s": round(waited, 1),
             },
         )
         for node in nodes:

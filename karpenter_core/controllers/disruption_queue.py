@@ -23,13 +23,13 @@ from karpenter_core.scheduling.taints import Taint
 from karpenter_core.scheduling.topology import LabelSelector
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Collection, Mapping, Sequence
 
     from karpenter_core.apis.v1.nodeclaim import NodeClaim
     from karpenter_core.disruption.planner import Command
     from karpenter_core.scheduling.snapshot import PodInfo, Snapshot
 
-__all__ = ["CommandQueue", "InFlight", "as_it_will_be"]
+__all__ = ["CommandQueue", "InFlight", "as_it_will_be", "as_started"]
 
 
 @dataclass(slots=True)
@@ -160,6 +160,21 @@ def as_it_will_be(
         pending=[*snapshot.pending, *pending],
         pdbs=pdbs,
     )
+
+
+def as_started(
+    snapshot: Snapshot, candidates: Collection[str], replacements: Sequence[NodeClaim]
+) -> Snapshot:
+    """The cluster as commands decided on but not started yet would leave it once started
+    (pure): the nodes named in ``candidates`` being deleted (so they count against their
+    NodePools' budgets and ``as_it_will_be`` moves their pods), ``replacements`` in flight."""
+    nodes = []
+    for node in snapshot.nodes:
+        if node.name in candidates and not node.deleting:
+            node = copy.copy(node)
+            node.deleting = True
+        nodes.append(node)
+    return replace(snapshot, nodes=nodes, nodeclaims=[*snapshot.nodeclaims, *replacements])
 
 
 def _launching(claim: NodeClaim) -> NodeInfo | None:

@@ -65,12 +65,12 @@ class Cluster:
     kube: KubeClient
     operator: Operator
     running: tuple[Operator, threading.Thread, list[int]]
-    replacement_timeout: float | None = None
+    options: dict[str, float]
 
     def restart(self) -> None:
         """Stop the operator (its in-memory state gone) and start a new one."""
         _stop(*self.running)
-        self.running = _operator(self.kube, self.replacement_timeout)
+        self.running = _operator(self.kube, **self.options)
         self.operator = self.running[0]
 
     def nodeclaims(self) -> list[dict[str, Any]]:
@@ -145,10 +145,11 @@ def _nodepool(name: str, **disruption: str) -> dict[str, Any]:
 
 
 def _operator(
-    kube: KubeClient, replacement_timeout: float | None = None
+    kube: KubeClient, replacement_timeout: float | None = None, validation_delay: float = 0.1
 ) -> tuple[Operator, threading.Thread, list[int]]:
     """An operator with the KWOK provider on ``kube``, running in a thread (its exit code is
-    appended to the list); ``replacement_timeout`` as in ``_controllers``."""
+    appended to the list); ``replacement_timeout`` as in ``_controllers``, and
+    ``validation_delay`` seconds for DISRUPTION_VALIDATION_DELAY."""
     settings = Settings(
         disable_leader_election=True,
         metrics_port=0,
@@ -157,7 +158,7 @@ def _operator(
         batch_max_duration=0.3,
         nodeclaim_requeue=0.2,
         disruption_poll_period=0.2,
-        disruption_validation_delay=0.1,
+        disruption_validation_delay=validation_delay,
     )
     [record] = karpenter_register_providers()
     operator = Operator(
@@ -183,8 +184,8 @@ def _stop(operator: Operator, thread: threading.Thread, result: list[int]) -> No
 @pytest.fixture
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     """An operator with the KWOK provider on a fresh fake API; stopped after the test. An
-    indirect parameter sets the disruption replacements' timeout (seconds)."""
-    replacement_timeout: float | None = getattr(request, "param", None)
+    indirect parameter gives ``_operator``'s keyword arguments."""
+    options: dict[str, float] = getattr(request, "param", {})
     fake = FakeKube()
     kube = KubeClient(fake.api_client())
     fake.put(
@@ -196,8 +197,8 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
             "spec": {},
         },
     )
-    running = _operator(kube, replacement_timeout)
-    cluster = Cluster(fake, kube, running[0], running, replacement_timeout)
+    running = _operator(kube, **options)
+    cluster = Cluster(fake, kube, running[0], running, options)
     try:
         yield cluster
     finally:
@@ -458,6 +459,20 @@ def test_consolidation_runs_commands_in_parallel_within_the_budget(cluster: Clus
     )
 
 
+@pytest.mark.parametrize("cluster", [{"validation_delay": 3.0}], indirect=True)
+def test_consolidation_commands_decided_in_one_round_wait_out_one_validation_delay(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The second command is decided while the first waits for its validation, on the cluster
+    # as the first will leave it; both are computed again after one 3 s delay and start
+    # together, not a delay apart.
+    caplog.set_level("INFO", logger="karpenter.disruption")
+    _two_commands_in_flight(cluster)
+    starts = [r.created for r in caplog.records if r.getMessage() == "disrupting"]
+    assert len(starts) == 2
+    assert starts[1] - starts[0] < 1.5
+
+
 def test_a_restart_recomputes_the_commands_in_flight(cluster: Cluster) -> None:
     # The commands lived in the stopped controller's memory. The new one takes the disrupted
     # taint off their nodes and decides again on the cluster as it is: the replacements it
@@ -509,7 +524,7 @@ def _stop_consolidating(cluster: Cluster) -> None:
     cluster.kube.patch(f"{NODEPOOLS}/web", {"spec": {"disruption": {"consolidateAfter": "Never"}}})
 
 
-@pytest.mark.parametrize("cluster", [4.0], indirect=True)
+@pytest.mark.parametrize("cluster", [{"replacement_timeout": 4.0}], indirect=True)
 def test_commands_whose_replacements_never_initialize_are_rolled_back(cluster: Cluster) -> None:
     # The replacements stay unready past the 4 s timeout: each command gives up, its
     # candidates untainted and kept, its replacement deleted.

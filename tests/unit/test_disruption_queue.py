@@ -3,7 +3,7 @@ disruption controller decides against while earlier commands wait for their repl
 
 from __future__ import annotations
 
-from karpenter_core.controllers.disruption_queue import as_it_will_be
+from karpenter_core.controllers.disruption_queue import as_it_will_be, as_started
 from karpenter_core.disruption.planner import next_command
 from tests.unit.disruption_fixtures import NOW, node, pdb, pod, pods, pool, snapshot
 from tests.unit.scheduling_fixtures import in_flight
@@ -99,3 +99,38 @@ def test_a_replacement_in_flight_keeps_the_pods_it_was_launched_for():
     assert command is not None
     assert [c.name for c in command.candidates] == ["other"]
     assert [r.instance_type.name for r in command.replacements] == ["c-2"]
+
+
+def test_a_command_decided_but_not_started_counts_against_the_budget():
+    # A round decides a command, then the next one on the cluster as the first will leave it:
+    # its candidate is seen as being deleted, so it is not taken again and uses up the budget.
+    one = [pool(budgets=[{"nodes": "1"}], requirements=[ON_DEMAND])]
+    now = snapshot([node("a"), node("b"), node("c")], one)
+    first = next_command(now, NOW)
+    assert first is not None
+    assert first.reason == "empty"
+    assert len(first.candidates) == 1
+    assert next_command(now, NOW) is not None
+    later = as_it_will_be(as_started(now, {c.name for c in first.candidates}, []))
+    assert next_command(later, NOW) is None
+    assert [n.name for n in later.nodes if n.deleting] == [first.candidates[0].name]
+
+
+def test_the_replacements_of_a_command_decided_hold_its_pods():
+    # "going"'s pod is to land on the replacement its command will launch (the pods share no
+    # node, so not on "other"): the next decision sees that replacement taken, as once the
+    # command has started.
+    apart = {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": HOSTNAME}
+        ]
+    }
+    web = {"labels": {"app": "web"}, "pod_anti_affinity": apart}
+    going = node("going", pods=[pod("web-0", "going", **web)])
+    now = snapshot([going, node("other", pods=[pod("web-1", "other", **web)])], POOLS)
+    later = as_it_will_be(
+        as_started(now, {"going"}, [in_flight("replacement", cpu="2", memory="4Gi")])
+    )
+    [launching] = [n for n in later.nodes if n.name == "replacement"]
+    assert [(p.key, p.node_name) for p in launching.pods] == [("default/web-0", "replacement")]
+    assert [n.name for n in later.nodes if n.deleting] == ["going"]
