@@ -42,10 +42,8 @@ integration: cluster-build
 
 test: lint unit slow integration
 
-# The Helm chart carries copies of the CRDs and of the core's and the AWS provider's RBAC
-# (a unit test checks they match). It is EKS's: the Azure provider's CRD and RBAC are not in it
-# (`karpenter crds` and `karpenter rbac --provider azure` print them).
+# The Helm charts' CRDs and RBAC are generated from the core and the AWS provider's record
+# (a unit test checks the committed files match). They are EKS's: the Azure provider's CRD and
+# RBAC are not in them (`karpenter crds` and `karpenter rbac --provider azure` print them).
 chart: setup
-	cp karpenter_core/crds/*.yaml providers/aws/karpenter_aws/crds/*.yaml charts/karpenter/crds/
-	rm -f charts/karpenter/files/rbac/*.yaml
-	$(BIN)/karpenter rbac --provider aws --output-dir charts/karpenter/files/rbac
+	$(BIN)/karpenter chart --provider aws --charts-dir charts

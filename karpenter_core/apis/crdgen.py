@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from pydantic import GetJsonSchemaHandler
     from pydantic_core import CoreSchema
 
+    from karpenter_core.cloudprovider.plugin import ProviderRecord
+
 __all__ = [
     "CRDSchemaError",
     "KubeSchema",
@@ -41,6 +43,7 @@ __all__ = [
     "cel",
     "core_crds",
     "generate_crd",
+    "node_class_crds",
     "provider_crds",
     "structural_schema",
 ]
@@ -386,20 +389,22 @@ def provider_crds() -> list[dict[str, Any]]:
         if error.name in (_REGISTRY_MODULE, "karpenter_core.cloudprovider"):
             return []
         raise
-    crds = []
     records = registry.discover().records
-    for name in sorted(records):
-        for node_class in records[name].node_classes:
-            crds.append(
-                generate_crd(
-                    node_class.model,
-                    group=node_class.group,
-                    kind=node_class.kind,
-                    plural=node_class.plural,
-                    version=node_class.version,
-                    printer_columns=node_class.printer_columns,
-                    short_names=node_class.short_names,
-                    categories=("karpenter",),
-                )
-            )
-    return crds
+    return [crd for name in sorted(records) for crd in node_class_crds(records[name])]
+
+
+def node_class_crds(record: ProviderRecord) -> list[dict[str, Any]]:
+    """CRDs of the NodeClasses one provider's record publishes."""
+    return [
+        generate_crd(
+            node_class.model,
+            group=node_class.group,
+            kind=node_class.kind,
+            plural=node_class.plural,
+            version=node_class.version,
+            printer_columns=node_class.printer_columns,
+            short_names=node_class.short_names,
+            categories=("karpenter",),
+        )
+        for node_class in record.node_classes
+    ]

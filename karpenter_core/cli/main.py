@@ -11,6 +11,7 @@ import importlib.metadata
 
 import click
 
+from karpenter_core.cli.chart import chart
 from karpenter_core.cli.controller import controller
 from karpenter_core.cli.convert import convert
 from karpenter_core.cli.crds import crds
@@ -29,6 +30,7 @@ def cli() -> None:
     """Karpenter: launch the nodes pending pods need, and keep the cluster cheap."""
 
 
+cli.add_command(chart)
 cli.add_command(controller)
 cli.add_command(convert)
 cli.add_command(crds)

@@ -3,10 +3,12 @@ says so and counts the wait in its total. The Kubernetes step is a quick fake (n
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -23,14 +25,22 @@ class FakeKubernetesStep:
     def __init__(self) -> None:
         self.running = threading.Event()
         self.calls = 0
+        self.built: list[str] = []
 
     def __call__(
-        self, env: dict[str, str], work: Path, out: Path, log_file: Path, log: build.Log
+        self,
+        env: dict[str, str],
+        work: Path,
+        out: Path,
+        log_file: Path,
+        log: build.Log,
+        commands: Sequence[str],
     ) -> tuple[versions.KubernetesRelease, float, list[str]]:
         self.calls += 1
+        self.built += commands
         self.running.set()
         time.sleep(STEP_SECONDS)
-        for name in build.KUBERNETES_COMMANDS:
+        for name in commands:
             (out / name).write_text("")
         return versions.KUBERNETES, STEP_SECONDS, []
 
@@ -39,13 +49,14 @@ class FakeKubernetesStep:
 def step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeKubernetesStep:
     """A cache holding everything but the Kubernetes commands, and the fake step for them."""
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(build, "_go_env", lambda: dict(os.environ))
+    monkeypatch.setattr(build, "go_env", lambda: dict(os.environ))
     monkeypatch.setattr(build, "_local_go_version", lambda env: "1.26.0")
     fake = FakeKubernetesStep()
     monkeypatch.setattr(build, "_build_kubernetes", fake)
     build.bin_dir().mkdir(parents=True)
-    for name in ("etcd", "kwok"):
+    for name in ("etcd", "kwok", "helm"):
         (build.bin_dir() / name).write_text("")
+    (build.cache_dir() / build.MANIFEST_FILE).write_text(json.dumps({"helm": versions.HELM}))
     build.stages_path().write_text("")
     return fake
 
@@ -106,3 +117,14 @@ def test_the_lock_names_no_holder_once_released(step: FakeKubernetesStep) -> Non
     build.build(log=lines.append)
     assert (build.cache_dir() / "build.lock").read_text() == ""
     assert not any("waiting for another build" in line for line in lines)
+
+
+def test_only_the_missing_kubernetes_commands_are_built(step: FakeKubernetesStep) -> None:
+    for name in build.KUBERNETES_COMMANDS:
+        if name != "kubectl":
+            (build.bin_dir() / name).write_text("")
+    assert not build.is_built()
+    build.build(log=lambda line: None)
+    assert step.built == ["kubectl"]
+    assert build.is_built()
+    assert build.read_manifest()["helm"] == versions.HELM

@@ -1,104 +1,95 @@
-"""The Helm chart carries the same CRDs and RBAC as the packages, and only real settings."""
+"""The Helm charts carry what `karpenter chart` generates, and values the schema describes."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
-import pytest
 import yaml
 from click.testing import CliRunner
 
 from karpenter_aws.settings import OPTIONS
-from karpenter_core.cli.rbac import rbac
+from karpenter_core.cli.chart import GENERATED_DIRS, chart, chart_files
 from karpenter_core.operator.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "charts" / "karpenter"
-SYNC = "run `make chart` to copy them"
-
-SOURCES = {
-    CHART / "crds" / "karpenter.sh_nodepools.yaml": ROOT
-    / "karpenter_core/crds/karpenter.sh_nodepools.yaml",
-    CHART / "crds" / "karpenter.sh_nodeclaims.yaml": ROOT
-    / "karpenter_core/crds/karpenter.sh_nodeclaims.yaml",
-    CHART / "crds" / "karpenter.k8s.aws_ec2nodeclasses.yaml": ROOT
-    / "providers/aws/karpenter_aws/crds/karpenter.k8s.aws_ec2nodeclasses.yaml",
-}
-RBAC_DIR = CHART / "files" / "rbac"
+CHARTS = ROOT / "charts"
+CHART = CHARTS / "karpenter"
+SYNC = "run `make chart` to generate them"
 
 
-@pytest.mark.parametrize("copy", sorted(SOURCES), ids=lambda p: str(p.relative_to(CHART)))
-def test_chart_copies_match_their_source(copy: Path) -> None:
-    assert copy.read_text() == SOURCES[copy].read_text(), f"{copy} is stale: {SYNC}"
-
-
-def test_chart_holds_every_crd() -> None:
-    assert {p.name for p in (CHART / "crds").iterdir()} == {
-        p.name for p in SOURCES if p.parent.name == "crds"
+def _committed() -> dict[str, str]:
+    return {
+        str(path.relative_to(CHARTS)): path.read_text()
+        for directory in GENERATED_DIRS
+        for path in sorted((CHARTS / directory).glob("*.yaml"))
     }
+
+
+def test_the_committed_generated_files_are_what_karpenter_chart_writes() -> None:
+    generated = chart_files("aws")
+    committed = _committed()
+    assert sorted(committed) == sorted(generated), SYNC
+    stale = [path for path in generated if committed[path] != generated[path]]
+    assert not stale, f"{stale} are stale: {SYNC}"
+
+
+def test_karpenter_chart_replaces_stale_files(tmp_path: Path) -> None:
+    stale = tmp_path / "karpenter" / "crds" / "karpenter.sh_provisioners.yaml"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("old")
+    result = CliRunner().invoke(chart, ["--charts-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert not stale.exists()
+    written = {
+        str(p.relative_to(tmp_path)): p.read_text() for p in tmp_path.rglob("*.yaml") if p.is_file()
+    }
+    assert written == chart_files("aws")
+
+
+def test_the_crd_chart_holds_every_crd_with_the_annotations_value() -> None:
+    crds = {p.name for p in (CHART / "crds").glob("*.yaml")}
+    templates = sorted((CHARTS / "karpenter-crd" / "templates").glob("*.yaml"))
+    assert crds and {p.name for p in templates} == crds
+    for path in templates:
+        assert "{{- with .Values.additionalAnnotations }}" in path.read_text(), path.name
 
 
 def test_deployment_sets_only_known_environment_variables() -> None:
     template = (CHART / "templates" / "deployment.yaml").read_text()
     names = set(re.findall(r"- name: ([A-Z_]+)\n", template))
     known = {env for _, env, _ in Settings.options()} | {o.env for o in OPTIONS if o.env}
-    assert "CLUSTER_NAME" in names and "INTERRUPTION_QUEUE" in names
+    assert {"CLUSTER_NAME", "INTERRUPTION_QUEUE", "FEATURE_GATES"} <= names
     assert names - known - {"SYSTEM_NAMESPACE"} == set()
 
 
-def test_chart_rbac_is_what_karpenter_rbac_writes_for_aws(tmp_path: Path) -> None:
-    result = CliRunner().invoke(rbac, ["--provider", "aws", "--output-dir", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    written = {p.name: p.read_text() for p in tmp_path.iterdir()}
-    copied = {p.name: p.read_text() for p in RBAC_DIR.iterdir()}
-    assert copied == written, f"{RBAC_DIR} is stale: {SYNC}"
+def _paths(values: Any, prefix: str = "") -> list[str]:
+    """Dotted paths of the values' leaves (an empty map or a list is a leaf)."""
+    if isinstance(values, dict) and values and prefix.count(".") < 3:
+        return [p for key, value in values.items() for p in _paths(value, f"{prefix}{key}.")]
+    return [prefix.rstrip(".")]
 
 
-def _rbac_objects() -> list[tuple[str, str]]:
-    """(kind, name) of what templates/rbac.yaml renders: the document after each file's
-    header, without those its regexMatch filter drops."""
-    template = (CHART / "templates" / "rbac.yaml").read_text()
-    dropped = re.search(r'regexMatch "([^"]+)"', template)
-    assert dropped and '.Files.Glob "files/rbac/*.yaml"' in template, (
-        "templates/rbac.yaml no longer has the expected shape"
-    )
-    objects = []
-    for path in sorted(RBAC_DIR.glob("*.yaml")):
-        doc = path.read_text().split("\n---\n")[1]
-        if not re.search(dropped.group(1), doc):
-            obj = yaml.safe_load(doc)
-            objects.append((obj["kind"], obj["metadata"]["name"]))
-    return objects
+def _schema_at(schema: dict[str, Any], path: str) -> dict[str, Any] | None:
+    for key in path.split("."):
+        properties = schema.get("properties")
+        if properties is None:
+            return schema  # a free-form object: its keys are Kubernetes fields
+        if key not in properties:
+            return None
+        schema = properties[key]
+    return schema
 
 
-def _template_objects() -> list[tuple[str, str]]:
-    """(kind, name) of the other templates (their kind and name lines are literal)."""
-    objects = []
-    for path in sorted((CHART / "templates").glob("*.yaml")):
-        if path.name == "rbac.yaml":
-            continue
-        text = path.read_text()
-        kind = re.search(r"^kind: (\w+)$", text, re.M)
-        name = re.search(r"^  name: ([\w-]+)$", text, re.M)
-        assert kind and name, f"{path.name}: no literal kind and name"
-        objects.append((kind.group(1), name.group(1)))
-    return objects
-
-
-def test_every_rendered_object_is_unique_and_the_service_account_carries_the_annotations() -> None:
-    objects = _rbac_objects() + _template_objects()
-    assert len(objects) == len(set(objects)), sorted(objects)
-    assert ("ServiceAccount", "karpenter") in _template_objects()
-    assert ("ClusterRoleBinding", "karpenter-aws") in _rbac_objects()
-    assert ("ClusterRole", "karpenter") in _rbac_objects()
-    service_account = (CHART / "templates" / "serviceaccount.yaml").read_text()
-    assert "serviceAccount.annotations" in service_account
-
-
-def test_values_parse_and_the_deployment_requires_a_cluster_name() -> None:
+def test_every_value_is_described_by_the_schema_and_closed_maps_refuse_others() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert values["settings"]["clusterName"] == ""
-    deployment = (CHART / "templates" / "deployment.yaml").read_text()
-    assert re.search(r"if not \.Values\.settings\.clusterName \}\}\n\{\{- fail ", deployment)
-    assert yaml.safe_load((CHART / "Chart.yaml").read_text())["apiVersion"] == "v2"
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    missing = [path for path in _paths(values) if _schema_at(schema, path) is None]
+    assert not missing, f"values.yaml has keys values.schema.json lacks: {missing}"
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["settings"]["additionalProperties"] is False
+    gates = schema["properties"]["settings"]["properties"]["featureGates"]
+    assert gates["additionalProperties"] is False
+    assert gates["properties"]["nodeOverlay"]["const"] is False

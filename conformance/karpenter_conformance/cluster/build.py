@@ -105,7 +105,8 @@ def _format_seconds(seconds: float) -> str:
     return f"{minutes}m{rest:02d}s" if minutes else f"{seconds:.1f}s"
 
 
-def _go_env() -> dict[str, str]:
+def go_env() -> dict[str, str]:
+    """This environment set for module builds: the local toolchain only, no cgo."""
     go = shutil.which("go")
     if go is None:
         raise BuildError(
@@ -139,7 +140,7 @@ def _go_json(args: Sequence[str], env: dict[str, str], cwd: Path) -> list[dict[s
     return objects
 
 
-class _GoJob:
+class GoJob:
     """One go command running in the background, its output in a log file."""
 
     def __init__(self, name: str, args: Sequence[str], cwd: Path, env: dict[str, str], log: Path):
@@ -207,9 +208,14 @@ def _etcd_go_mod(go_version: str) -> str:
 
 
 def _build_kubernetes(
-    env: dict[str, str], work: Path, out: Path, log_file: Path, log: Log
+    env: dict[str, str],
+    work: Path,
+    out: Path,
+    log_file: Path,
+    log: Log,
+    commands: Sequence[str] = KUBERNETES_COMMANDS,
 ) -> tuple[versions.KubernetesRelease, float, list[str]]:
-    """Build the Kubernetes commands from the pinned release, else from a fallback.
+    """Build ``commands`` of the pinned Kubernetes release (else of a fallback) in one go build.
 
     Returns the release built, the seconds it took and what the proxy refused on the way.
     """
@@ -228,10 +234,10 @@ def _build_kubernetes(
             (source / "go.mod").write_text(_kubernetes_go_mod(release, local_go, staging))
             log(
                 f"[build] kubernetes {release.version} (staging {release.staging}): building "
-                f"{', '.join(KUBERNETES_COMMANDS)} in one go build"
+                f"{', '.join(commands)} in one go build"
             )
-            packages = [f"{versions.KUBERNETES_MODULE}/cmd/{name}" for name in KUBERNETES_COMMANDS]
-            job = _GoJob(
+            packages = [f"{versions.KUBERNETES_MODULE}/cmd/{name}" for name in commands]
+            job = GoJob(
                 "kubernetes",
                 [
                     "build",
@@ -270,6 +276,19 @@ def _kubernetes_ldflags(release: versions.KubernetesRelease) -> str:
     )
 
 
+def go_install_job(
+    name: str, package: str, work: Path, out: Path, env: dict[str, str], log_file: Path
+) -> GoJob:
+    """Start ``go install package@version`` (stripped, trimmed paths) writing into ``out``."""
+    return GoJob(
+        name,
+        ["install", "-trimpath", "-ldflags=-s -w", package],
+        work,
+        {**env, "GOBIN": str(out)},
+        log_file,
+    )
+
+
 def _install(staging_bin: Path, names: Sequence[str]) -> None:
     """Move freshly built binaries into the cache's bin directory."""
     bin_dir().mkdir(parents=True, exist_ok=True)
@@ -294,7 +313,7 @@ def _assemble_stages(env: dict[str, str], work: Path) -> None:
     stages_path().write_text("---\n".join(documents))
 
 
-def _run_jobs(jobs: Iterable[_GoJob], seconds: dict[str, float], log: Log) -> None:
+def run_jobs(jobs: Iterable[GoJob], seconds: dict[str, float], log: Log) -> None:
     """Start all jobs, then wait for each; stop the others if one fails."""
     started = list(jobs)
     try:
@@ -354,7 +373,7 @@ def _waiting_message(lock_file: Path, handle: IO[str], waiting: float | None) ->
 def build(force: bool = False, log: Log = _stderr) -> BuildResult:
     """Build whatever binaries are missing from the cache (all of them with ``force``)."""
     started = time.monotonic()
-    env = _go_env()
+    env = go_env()
     root = cache_dir()
     logs = root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -385,12 +404,12 @@ def _build_locked(
     def missing(*names: str) -> bool:
         return force or not all((bin_dir() / name).is_file() for name in names)
 
-    def first_jobs() -> Iterator[_GoJob]:
+    def first_jobs() -> Iterator[GoJob]:
         if missing("etcd"):
             etcd_src = _fresh_dir(work / "etcd")
             (etcd_src / "go.mod").write_text(_etcd_go_mod(go_version))
             log(f"[build] etcd {versions.ETCD}: building")
-            yield _GoJob(
+            yield GoJob(
                 "etcd",
                 [
                     "build",
@@ -407,30 +426,25 @@ def _build_locked(
             )
         if missing("kwok"):
             log(f"[build] kwok {versions.KWOK}: building")
-            yield _GoJob(
-                "kwok",
-                [
-                    "install",
-                    "-trimpath",
-                    "-ldflags=-s -w",
-                    f"{versions.KWOK_MODULE}/cmd/kwok@{versions.KWOK}",
-                ],
-                work,
-                {**env, "GOBIN": str(out)},
-                logs / "kwok.log",
-            )
+            package = f"{versions.KWOK_MODULE}/cmd/kwok@{versions.KWOK}"
+            yield go_install_job("kwok", package, work, out, env, logs / "kwok.log")
+        if missing("helm") or manifest.get("helm") != versions.HELM:
+            log(f"[build] helm {versions.HELM}: building")
+            package = f"{versions.HELM_MODULE}/cmd/helm@{versions.HELM}"
+            yield go_install_job("helm", package, work, out, env, logs / "helm.log")
 
     out.mkdir()
-    # etcd and kwok are small: build them side by side.
-    _run_jobs(first_jobs(), seconds, log)
-    _install(out, [name for name in ("etcd", "kwok") if name in seconds])
+    # etcd, kwok and helm are small: build them side by side.
+    run_jobs(first_jobs(), seconds, log)
+    _install(out, [name for name in ("etcd", "kwok", "helm") if name in seconds])
 
-    if missing(*KUBERNETES_COMMANDS):
+    commands = [name for name in KUBERNETES_COMMANDS if missing(name)]
+    if commands:
         release, seconds["kubernetes"], refused = _build_kubernetes(
-            env, work, out, logs / "kubernetes.log", log
+            env, work, out, logs / "kubernetes.log", log, commands
         )
         log(f"[build] kubernetes built in {_format_seconds(seconds['kubernetes'])}")
-        _install(out, KUBERNETES_COMMANDS)
+        _install(out, commands)
 
     if force or not stages_path().is_file():
         _assemble_stages(env, work)
@@ -445,6 +459,7 @@ def _build_locked(
                 "staging": release.staging,
                 "etcd": versions.ETCD,
                 "kwok": versions.KWOK,
+                "helm": versions.HELM,
                 "build_seconds": {**previous, **{k: round(v, 1) for k, v in seconds.items()}},
                 "refused": refused,
             },

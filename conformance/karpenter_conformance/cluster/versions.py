@@ -26,6 +26,8 @@ KUBERNETES_FALLBACKS: tuple[KubernetesRelease, ...] = (
 )
 ETCD = "v3.6.16"
 KWOK = "v0.8.0"
+# helm, built from its Go module to render, lint and install the charts in charts/.
+HELM = "v3.22.0"
 
 # KWOK's cluster image for the docker backend (KWOK release + the Kubernetes it bundles).
 KWOK_CLUSTER_IMAGE = f"registry.k8s.io/kwok/cluster:{KWOK}-k8s.v1.36.1"
@@ -33,6 +35,7 @@ KWOK_CLUSTER_IMAGE = f"registry.k8s.io/kwok/cluster:{KWOK}-k8s.v1.36.1"
 KUBERNETES_MODULE = "k8s.io/kubernetes"
 ETCD_MODULE = "go.etcd.io/etcd/server/v3"
 KWOK_MODULE = "sigs.k8s.io/kwok"
+HELM_MODULE = "helm.sh/helm/v3"
 
 # Stage files shipped in the kwok module, relative to its kustomize/stage/ directory.
 KWOK_STAGES: tuple[str, ...] = (
