@@ -15,6 +15,7 @@ from karpenter_core.convert.nodepool import (
     V1ALPHA5,
     V1BETA1,
     check_v1,
+    check_weights,
     metadata,
     provisioner_to_v1beta1,
     v1beta1_to_v1,
@@ -140,6 +141,9 @@ def convert_objects(
         result.findings.extend(findings)
     for pool in pools:
         _finish(pool, result)
+    by_source = {pool.source: pool for pool in pools}
+    for finding in check_weights([(pool.source, pool.obj) for pool in pools]):
+        by_source[finding.object].add(result, [finding])
     order = {describe(obj): position for position, obj in reversed(list(enumerate(objs)))}
     result.objects.sort(key=lambda converted: order.get(converted.source, len(objs)))
     return result

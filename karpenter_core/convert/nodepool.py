@@ -10,6 +10,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from karpenter_core.apis import labels as wk
 from karpenter_core.convert.types import Finding, pop_field
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "V1ALPHA5",
     "V1BETA1",
     "check_v1",
+    "check_weights",
     "metadata",
     "provisioner_to_v1beta1",
     "seconds",
@@ -312,8 +314,8 @@ def _ref(
 
 def check_v1(nodepool: dict[str, Any], source: str, unknown: Sequence[str]) -> list[Finding]:
     """Findings about a v1 NodePool: fields this project's NodePool lacks (``unknown``, paths
-    from a schema check; each is removed from ``nodepool`` and reported, never dropped
-    silently), and a weight that reads like a capacity split."""
+    from a schema check); each is removed from ``nodepool`` and reported, never dropped
+    silently."""
     findings: list[Finding] = []
     for path in unknown:
         value = pop_field(nodepool, path)
@@ -321,16 +323,39 @@ def check_v1(nodepool: dict[str, Any], source: str, unknown: Sequence[str]) -> l
             path, "a field this project's NodePool does not have: left out of the output"
         )
         findings.append(Finding(source, path, f"{value!r}: {message}"))
-    weight = _mapping(nodepool.get("spec")).get("weight")
-    if weight is not None:
-        findings.append(
-            Finding(
-                source,
-                "spec.weight",
-                f"{weight} orders NodePools (higher is tried first, the others only when it "
-                f"cannot launch); it is not a share of capacity. For a ratio (say 70% spot) "
-                f"use two NodePools that each set a custom label to a few values in the "
-                f"ratio, and a topologySpreadConstraint on that label in the workloads",
-            )
-        )
     return findings
+
+
+def check_weights(nodepools: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Finding]:
+    """A warning for each weight that reads like a share of capacity: on a NodePool that allows
+    several capacity types (``weight: 70`` for "70% spot"), or on NodePools whose weights add up
+    to 100. ``nodepools`` are (source, v1 NodePool) pairs."""
+    weighted: list[tuple[str, Mapping[str, Any], int]] = []
+    for source, nodepool in nodepools:
+        weight = _mapping(nodepool.get("spec")).get("weight")
+        if isinstance(weight, int) and not isinstance(weight, bool):
+            weighted.append((source, nodepool, weight))
+    split = len(weighted) > 1 and sum(w for _, _, w in weighted) == 100
+    return [
+        Finding(
+            source,
+            "spec.weight",
+            f"{weight} orders NodePools (the highest that can launch is used, the others only "
+            f"when it cannot); it is not a share of capacity. For a ratio (say 70% spot) use two "
+            f"NodePools that each set a custom label to a few values in that ratio, and a "
+            f"topologySpreadConstraint on that label in the workloads",
+        )
+        for source, nodepool, weight in weighted
+        if split or len(_capacity_types(nodepool)) != 1
+    ]
+
+
+def _capacity_types(nodepool: Mapping[str, Any]) -> set[str]:
+    """The capacity types a NodePool's requirements allow by ``In`` ("" for any)."""
+    spec = _mapping(_mapping(_mapping(nodepool.get("spec")).get("template")).get("spec"))
+    requirements = spec.get("requirements")
+    for requirement in requirements if isinstance(requirements, list) else []:
+        requirement = _mapping(requirement)
+        if requirement.get("key") == wk.CAPACITY_TYPE and requirement.get("operator") == "In":
+            return {str(value) for value in requirement.get("values") or ()}
+    return {""}

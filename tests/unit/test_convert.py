@@ -156,7 +156,7 @@ def test_inline_provider_is_left_out_with_a_warning() -> None:
 
 
 def test_provisioner_findings_name_the_provisioner_fields() -> None:
-    _, findings = converted([provisioner(weight=50)])
+    _, findings = converted([provisioner(weight=50, requirements=[CAPACITY_TYPES])])
     assert "spec.weight" in by_field(findings)
     # without a provider that knows the reference, v1 lacks group and kind
     assert "group, kind" in by_field(findings)["spec.providerRef"].message
@@ -226,10 +226,44 @@ def test_v1_nodepool_fields_this_project_lacks_are_reported_and_left_out() -> No
     NodePool.from_manifest(nodepool)
 
 
-def test_weight_is_explained_as_an_order_not_a_split() -> None:
-    _, findings = converted([provisioner(weight=70)])
+CAPACITY_TYPES = {
+    "key": "karpenter.sh/capacity-type",
+    "operator": "In",
+    "values": ["spot", "on-demand"],
+}
+
+
+def named(obj: dict[str, Any], name: str) -> dict[str, Any]:
+    return {**obj, "metadata": {"name": name}}
+
+
+def test_weight_on_a_nodepool_of_several_capacity_types_is_explained_as_an_order() -> None:
+    _, findings = converted([provisioner(weight=70, requirements=[CAPACITY_TYPES])])
     message = by_field(findings)["spec.weight"].message
     assert "orders NodePools" in message and "topologySpreadConstraint" in message
+
+
+def test_weights_adding_up_to_100_are_explained_as_an_order() -> None:
+    spot = {**CAPACITY_TYPES, "values": ["spot"]}
+    objs = [
+        named(provisioner(weight=70, requirements=[spot]), "spot"),
+        named(provisioner(weight=30, requirements=[spot]), "other"),
+    ]
+    _, findings = converted(objs)
+    assert {f.object for f in findings if f.field == "spec.weight"} == {
+        "Provisioner spot",
+        "Provisioner other",
+    }
+
+
+def test_a_weight_that_only_orders_is_not_reported() -> None:
+    spot = {**CAPACITY_TYPES, "values": ["spot"]}
+    objs = [
+        named(provisioner(weight=50, requirements=[spot]), "first"),
+        named(provisioner(weight=10), "second"),
+    ]
+    _, findings = converted(objs)
+    assert [f for f in findings if f.field == "spec.weight"] == []
 
 
 def test_kinds_left_out_say_why() -> None:

@@ -271,6 +271,7 @@ def test_a_newer_record_api_version_fails_alone() -> None:
         (_record("Bad_Name"), "invalid provider name 'Bad_Name'"),
         (_record("x" * 64), "at most 63 characters"),
         (_record(factory="not callable"), "factory that is not callable"),
+        (_record(convert="not callable"), "has a convert hook that is not callable"),
         (_record(node_classes=["KWOKNodeClass"]), "node_classes must hold NodeClassInfo"),
         (_record(capabilities={"spot"}), "capabilities must be a frozenset"),
         (_record(cluster_role="rbac/role.yaml"), "cluster_role must be a file of its package"),
