@@ -13,8 +13,9 @@ has nothing more within the budgets:
    underutilized) are decided one after another, each on the cluster as those decided before it
    will leave it (``disruption_queue.as_started``: their candidates being deleted, their
    replacements in flight), wait ``DISRUPTION_VALIDATION_DELAY`` together, and are then
-   computed again one by one on the cluster as it is; each goes ahead only if the same nodes
-   come out, and the round stops at the first that does not;
+   checked again one by one on the cluster as it is, as upstream validates
+   (``planner.still_valid``: the same candidates still candidates within the budgets, their
+   pods still needing what the command launches); each that holds goes ahead;
 2. the candidate Nodes are tainted ``karpenter.sh/disrupted:NoSchedule`` and marked for deletion
    in the cluster state (so they count against their NodePool's budget);
 3. replacement NodeClaims are created exactly as provisioning creates them
@@ -62,7 +63,7 @@ from karpenter_core.controllers.objects import (
 from karpenter_core.controllers.provisioning import nodeclaim_manifest, with_expected_allocatable
 from karpenter_core.controllers.runtime import LoopController
 from karpenter_core.disruption.candidates import candidates
-from karpenter_core.disruption.planner import Command, Options, next_command
+from karpenter_core.disruption.planner import Command, Options, next_command, still_valid
 from karpenter_core.operator import metrics
 from karpenter_core.operator.events import Reason
 from karpenter_core.operator.kube import NotFound, retry_on_conflict
@@ -318,9 +319,9 @@ class DisruptionController(LoopController):
     def _round(self) -> bool:
         """Decide commands one after another, each on the cluster as those before it will leave
         it, until the planner has no more; drift and expiration go at once, consolidation
-        commands wait ``DISRUPTION_VALIDATION_DELAY`` together, then each is computed again on
-        the cluster as it is (the commands validated before it started) and started only if
-        the same nodes come out. True if a command started."""
+        commands wait ``DISRUPTION_VALIDATION_DELAY`` together, then each is checked again on
+        the cluster as it is (the commands validated before it started; ``still_valid``) and
+        started if it holds. True if a command started."""
         decided: list[Command] = []
         began = time.monotonic()
         while not self._stop.is_set():
@@ -338,17 +339,18 @@ class DisruptionController(LoopController):
             return False
         started = False
         for command in decided:
-            again, _, nodepools, _ = self._decide()
-            if again is None or again.reason != command.reason or _names(again) != _names(command):
+            snapshot, nodepools = self._snapshot()
+            valid = still_valid(
+                snapshot, self.context.now(), command, self._options(), self._excluded(snapshot)
+            )
+            if valid is None:
                 log.info(
                     "disruption command no longer valid",
                     extra={"reason": command.reason, "nodes": _names(command)},
                 )
                 metrics.DISRUPTION_FAILED_VALIDATIONS.labels(consolidation_type(command)).inc()
-                break
-            if not self.start(again, nodepools, waited=time.monotonic() - began):
-                break
-            started = True
+                continue
+            started = self.start(valid, nodepools, waited=time.monotonic() - began) or started
         return started
 
     # -- orchestrating ----------------------------------------------------------------------

@@ -25,7 +25,7 @@ from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results
 from karpenter_core.scheduling.snapshot import NodeInfo, Snapshot
 
-__all__ = ["Command", "Options", "Plan", "as_node", "next_command", "plan"]
+__all__ = ["Command", "Options", "Plan", "as_node", "next_command", "plan", "still_valid"]
 
 MAX_MULTI_NODE = 100
 """Candidates multi-node consolidation considers at most, by default (upstream's cap)."""
@@ -407,6 +407,48 @@ def _apply(
     left = [p for p in snapshot.pending if p.key not in placed]
     left += [bound_to(p, None) for c in command.candidates for p in c.pods if p.key not in placed]
     return replace(snapshot, nodes=nodes, pending=left)
+
+
+def still_valid(
+    snapshot: Snapshot,
+    now: datetime,
+    command: Command,
+    options: Options | None = None,
+    exclude: Collection[str] = (),
+) -> Command | None:
+    """``command`` (emptiness or consolidation) checked again on ``snapshot`` after the
+    validation delay, as upstream validates: every candidate is still one (not in ``exclude``,
+    not blocked, consolidatable, within its NodePool's budget for the reason), an empty command's
+    nodes are still empty, and moving the same nodes' pods again needs what the command launches:
+    no new node if it launches none, else one whose instance types include all of the
+    replacement's, the move still accepted by Balanced NodePools. The command with the
+    candidates as they are now, or None when it is no longer valid."""
+    options = options or Options()
+    found, _ = candidates(snapshot, now)
+    current = {c.name: c for c in found if c.name not in exclude and not _unconsolidatable(c, now)}
+    if any(c.name not in current for c in command.candidates):
+        return None
+    fresh = [current[c.name] for c in command.candidates]
+    reason = EMPTY if command.reason == "empty" else UNDERUTILIZED
+    if len(_within_budget(fresh, _budget(snapshot, reason, now))) < len(fresh):
+        return None
+    if command.reason == "empty":
+        return None if any(c.pods for c in fresh) else replace(command, candidates=fresh)
+    if any(_unconsolidatable_busy(c) for c in fresh if c.pods):
+        return None
+    results = _simulator(snapshot, options).run(fresh, Minimize.NODECLAIMS)
+    if _stranded(results, fresh):
+        return None
+    needed = _needed(results, fresh)
+    if len(needed) != len(command.replacements) or len(needed) > 1:
+        return None
+    if needed:
+        options_now = {it.name for it in needed[0].instance_types}
+        if any(it.name not in options_now for it in command.replacements[0].instance_types):
+            return None
+    if Scorer(snapshot).refusal(fresh, command.savings_per_hour):
+        return None
+    return replace(command, candidates=fresh)
 
 
 def next_command(
