@@ -1,7 +1,12 @@
 """Provisioning: batch pending pods, run the scheduler, create NodeClaims, nominate pods.
 
-The decisions are pure (``nodeclaim_manifest``, ``limit_check``, ``with_expected_allocatable``);
-``Provisioner.provision`` does the I/O around them: snapshot, create, events, nominations.
+The decisions are pure (``nodeclaim_manifest``, ``limit_check``, ``with_expected_allocatable``,
+``without_preemptors``); ``Provisioner.provision`` does the I/O around them: snapshot, create,
+events, nominations.
+
+Pods the kube-scheduler has not decided on yet are provisioned with those it marked
+Unschedulable: the scheduler places every pending pod on existing nodes and in-flight NodeClaims
+first, so a launch is only for pods that fit nowhere, and nothing waits for the verdict.
 """
 
 from __future__ import annotations
@@ -9,7 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -17,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, to_milli
 from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
+from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.validation import instance_types_of
 from karpenter_core.controllers.objects import (
     NODECLAIMS,
@@ -26,16 +33,16 @@ from karpenter_core.controllers.objects import (
     taint_list,
 )
 from karpenter_core.operator import metrics
+from karpenter_core.operator.state import ClusterPod
 from karpenter_core.scheduling.requirements import Requirement
 from karpenter_core.scheduling.scheduler import NewNodeClaim, Results, schedule
 from karpenter_core.scheduling.templates import NODES
 
 if TYPE_CHECKING:
-    from karpenter_core.apis.v1.nodeclaim import NodeClaim
     from karpenter_core.apis.v1.nodepool import NodePool
     from karpenter_core.cloudprovider.types import InstanceType
     from karpenter_core.controllers.context import Context
-    from karpenter_core.scheduling.snapshot import PodInfo
+    from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo
 
 __all__ = [
     "Batcher",
@@ -44,6 +51,7 @@ __all__ = [
     "limit_check",
     "nodeclaim_manifest",
     "with_expected_allocatable",
+    "without_preemptors",
 ]
 
 log = logging.getLogger("karpenter.provisioner")
@@ -53,6 +61,9 @@ RESYNC_PERIOD = 5.0
 
 NOMINATION_TTL = 20.0
 """Seconds a pod stays nominated to its node or NodeClaim (refreshed by every pass)."""
+
+CREATE_WORKERS = 16
+"""NodeClaims of one pass created at once, at most."""
 
 
 class Batcher:
@@ -206,6 +217,18 @@ def with_expected_allocatable(
     return out
 
 
+def without_preemptors(
+    pending: Sequence[PodInfo], awaiting: Set[str], nodes: Iterable[NodeInfo]
+) -> list[PodInfo]:
+    """The pending pods to provision for, leaving out those still ``awaiting`` the
+    kube-scheduler (keys) that could preempt a bound pod (one of lower priority is bound): the
+    kube-scheduler may make room for them by preemption, so they wait for its verdict."""
+    lowest = min((pod.priority for node in nodes for pod in node.pods), default=None)
+    if lowest is None:
+        return list(pending)
+    return [pod for pod in pending if pod.key not in awaiting or pod.priority <= lowest]
+
+
 @dataclass(frozen=True, slots=True)
 class LimitCheck:
     """The launch options within a NodePool's limits, or why none is."""
@@ -315,7 +338,7 @@ class Provisioner:
         self.batcher.trigger()  # pods that were pending before we started
         while not stop.is_set():
             if not self.batcher.wait(stop, timeout=RESYNC_PERIOD):
-                for pod in self.context.state.pending_pods():
+                for pod in self.context.state.pending_pods(awaiting=True):
                     self._on_pending(pod)
                 continue
             while not self.context.state.wait_for_sync(0.5):
@@ -340,7 +363,14 @@ class Provisioner:
         }
         catalog = {it.name: it for types in instance_types.values() for it in types}
         started = time.perf_counter()
-        snapshot = state.snapshot(instance_types)  # nodes are taken before the pending pods
+        # Nodes and pending pods are taken at one moment, so no pod counts twice.
+        snapshot = state.snapshot(instance_types, awaiting=True)
+        awaiting = {
+            pod.key
+            for pod in snapshot.pending
+            if isinstance(pod, ClusterPod) and not pod.unschedulable
+        }
+        snapshot.pending = without_preemptors(snapshot.pending, awaiting, snapshot.nodes)
         if not snapshot.pending:
             return None
         snapshot.nodeclaims = with_expected_allocatable(snapshot.nodeclaims, catalog)
@@ -370,15 +400,17 @@ class Provisioner:
         for warning in results.warnings:
             log.info("scheduler: %s", warning)
         until = time.time() + NOMINATION_TTL
+        ready = {node.name for node in snapshot.nodes if node.initialized}
         for node_name, pods in results.existing.items():
             for pod in pods:
+                if pod.key in awaiting and node_name in ready:
+                    continue  # the kube-scheduler is placing it on room that is up
                 state.nominate(pod.key, node_name, until)
                 context.events.publish(
                     pod, "Normal", "Nominated", f"Pod should schedule on: node/{node_name}"
                 )
-        pools = {np.metadata.name: np for np in nodepools}
-        for claim in results.new_nodeclaims:
-            self._create(claim, pools[claim.nodepool], catalog, until, results)
+        pools = {np.metadata.name or "": np for np in nodepools}
+        self._create(results, pools, catalog, until)
         pending = {pod.key: pod for pod in snapshot.pending}
         for key, reason in results.unschedulable.items():
             if key in pending:
@@ -400,40 +432,59 @@ class Provisioner:
 
     def _create(
         self,
-        claim: NewNodeClaim,
-        nodepool: NodePool,
+        results: Results,
+        nodepools: Mapping[str, NodePool],
         catalog: Mapping[str, InstanceType],
         until: float,
-        results: Results,
     ) -> None:
+        """Create the NodeClaims of ``results`` within their NodePools' limits (each checked
+        counting those before it), all at once, then nominate their pods. A failed create is
+        raised after the others are recorded."""
         context = self.context
-        check = limit_check(nodepool, claim.instance_types, context.state.nodeclaims(), catalog)
-        if check.blocked is not None:
-            context.events.publish(nodepool, "Warning", "NodePoolLimitExceeded", check.blocked)
-            for pod in claim.pods:
-                results.unschedulable[pod.key] = check.blocked
-            log.info("not launching for %d pods: %s", len(claim.pods), check.blocked)
+        known = context.state.nodeclaims()
+        launches: list[tuple[NewNodeClaim, dict[str, Any], int]] = []
+        for claim in results.new_nodeclaims:
+            nodepool = nodepools[claim.nodepool]
+            check = limit_check(nodepool, claim.instance_types, known, catalog)
+            if check.blocked is not None:
+                context.events.publish(nodepool, "Warning", "NodePoolLimitExceeded", check.blocked)
+                for pod in claim.pods:
+                    results.unschedulable[pod.key] = check.blocked
+                log.info("not launching for %d pods: %s", len(claim.pods), check.blocked)
+                continue
+            manifest = nodeclaim_manifest(claim, nodepool.to_manifest(), check.instance_types)
+            known.append(NodeClaim.from_manifest(manifest))
+            launches.append((claim, manifest, len(check.instance_types)))
+        if not launches:
             return
-        manifest = nodeclaim_manifest(claim, nodepool.to_manifest(), check.instance_types)
-        created = context.client.create(NODECLAIMS, manifest)
-        context.state.update_nodeclaim(created)
-        name = name_of(created)
-        metrics.nodeclaim_created("provisioned", claim.nodepool, claim.min_values_relaxed)
-        log.info(
-            "created nodeclaim",
-            extra={
-                "nodeclaim": name,
-                "nodepool": claim.nodepool,
-                "pods": len(claim.pods),
-                "instance_types": len(check.instance_types),
-                "cheapest": claim.instance_type.name,
-            },
-        )
-        for pod in claim.pods:
-            context.state.nominate(pod.key, name, until)
-            context.events.publish(
-                pod, "Normal", "Nominated", f"Pod should schedule on: nodeclaim/{name}"
+        with ThreadPoolExecutor(min(len(launches), CREATE_WORKERS), "nodeclaim-create") as pool:
+            futures = [pool.submit(context.client.create, NODECLAIMS, m) for _, m, _ in launches]
+        failure: BaseException | None = None
+        for (claim, _, options), future in zip(launches, futures, strict=True):
+            if (error := future.exception()) is not None:
+                failure = failure or error
+                continue
+            created = future.result()
+            context.state.update_nodeclaim(created)
+            name = name_of(created)
+            metrics.nodeclaim_created("provisioned", claim.nodepool, claim.min_values_relaxed)
+            log.info(
+                "created nodeclaim",
+                extra={
+                    "nodeclaim": name,
+                    "nodepool": claim.nodepool,
+                    "pods": len(claim.pods),
+                    "instance_types": options,
+                    "cheapest": claim.instance_type.name,
+                },
             )
+            for pod in claim.pods:
+                context.state.nominate(pod.key, name, until)
+                context.events.publish(
+                    pod, "Normal", "Nominated", f"Pod should schedule on: nodeclaim/{name}"
+                )
+        if failure is not None:
+            raise failure
 
 
 def _launchable(nodepool: NodePool) -> bool:

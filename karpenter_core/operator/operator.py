@@ -80,7 +80,7 @@ class Operator:
         self.record = record
         self.kube = kube
         self.identity = identity or f"{socket.gethostname()}_{uuid.uuid4()}"
-        self.events = EventRecorder(kube)
+        self.events = EventRecorder(kube.with_own_rate_limit())
         self.state = ClusterState(kube, record.node_classes, watch_timeout=watch_timeout)
         self.provider_context = ProviderContext(
             settings=dict(provider_settings or {}),

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 __all__ = ["ClusterNode", "ClusterPod", "ClusterState", "Paths"]
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+DEFAULT_SCHEDULER = "default-scheduler"
+"""The kube-scheduler's name: its pods that wait for a decision may be provisioned early."""
 _TRIMMED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 
@@ -70,6 +72,7 @@ class ClusterPod(PodInfo):
     """A pod: what the scheduler reads, plus its lifecycle as controllers read it."""
 
     __slots__ = (
+        "awaiting_scheduler",
         "deletion_time",
         "grace_period",
         "phase",
@@ -89,6 +92,9 @@ class ClusterPod(PodInfo):
         """spec.terminationGracePeriodSeconds."""
         self.unschedulable = False
         """PodScheduled is False with reason Unschedulable (the kube-scheduler gave up)."""
+        self.awaiting_scheduler = False
+        """The kube-scheduler (``default-scheduler``) has not decided yet: no PodScheduled
+        condition and no scheduling gate."""
         self.priority_class = ""
         self.start_time: float | None = None
         self.ready_time: float | None = None
@@ -110,7 +116,13 @@ class ClusterPod(PodInfo):
         pod.nominated_node = str(status.get("nominatedNodeName") or "")
         pod.priority_class = str(spec.get("priorityClassName") or "")
         pod.start_time = _time(status.get("startTime"))
-        for condition in status.get("conditions") or ():
+        conditions = status.get("conditions") or ()
+        pod.awaiting_scheduler = (
+            (spec.get("schedulerName") or DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
+            and not spec.get("schedulingGates")
+            and not any(c.get("type") == "PodScheduled" for c in conditions)
+        )
+        for condition in conditions:
             kind = condition.get("type")
             if kind == "PodScheduled":
                 pod.unschedulable = (
@@ -134,9 +146,18 @@ class ClusterPod(PodInfo):
     def is_pending(self) -> bool:
         """Provisionable, by upstream's rule: the kube-scheduler marked it Unschedulable, and it
         is not bound, terminating, preempting, DaemonSet-owned, a mirror pod or finished."""
+        return self.unschedulable and self._unplaced()
+
+    def is_provisionable(self) -> bool:
+        """Pending, or unplaced and still waiting for the kube-scheduler's first decision (the
+        provisioner places such pods on existing capacity first and launches only for those
+        that fit nowhere, without waiting for the Unschedulable verdict)."""
+        return (self.unschedulable or self.awaiting_scheduler) and self._unplaced()
+
+    def _unplaced(self) -> bool:
+        """Not bound, terminating, preempting, DaemonSet-owned, a mirror pod or finished."""
         return (
-            self.unschedulable
-            and not self.node_name
+            not self.node_name
             and self.deletion_time is None
             and not self.nominated_node
             and not self.is_daemon()
@@ -338,8 +359,9 @@ class ClusterState:
         self._running_callbacks.append(callback)
 
     def on_pending_pod(self, callback: Callable[[ClusterPod], None]) -> None:
-        """Call ``callback(pod)`` whenever a pod is added or changed and is pending (the
-        provisioner's batcher trigger). It runs on an informer thread: keep it short."""
+        """Call ``callback(pod)`` whenever a pod is added or changed and is provisionable (see
+        ``ClusterPod.is_provisionable``; the provisioner's batcher trigger). It runs on an
+        informer thread: keep it short."""
         self._pending_callbacks.append(callback)
 
     def _on_any(self, kind: str, key: str, old: Any, new: Any) -> None:
@@ -383,7 +405,7 @@ class ClusterState:
             self._nominations.pop(key, None)
         if new is None:
             self._nominations.pop(key, None)
-        elif new.is_pending():
+        elif new.is_provisionable():
             for callback in self._pending_callbacks:
                 callback(new)
         elif old is not None and old.phase != "Running" and new.phase == "Running":
@@ -432,10 +454,11 @@ class ClusterState:
 
     # -- reads ----------------------------------------------------------------------------
 
-    def pending_pods(self) -> list[ClusterPod]:
-        """Pods waiting for capacity (see ``ClusterPod.is_pending``)."""
+    def pending_pods(self, *, awaiting: bool = False) -> list[ClusterPod]:
+        """Pods waiting for capacity (see ``ClusterPod.is_pending``); with ``awaiting``, also
+        those still waiting for the kube-scheduler (``ClusterPod.is_provisionable``)."""
         with self.lock:
-            return [pod for pod in self.pods.cache.values() if pod.is_pending()]
+            return _pending(self.pods.cache.values(), awaiting)
 
     def pod(self, key: str) -> ClusterPod | None:
         """The pod ``namespace/name``."""
@@ -544,12 +567,14 @@ class ClusterState:
         self,
         instance_types: Mapping[str, list[InstanceType]],
         pending: Sequence[PodInfo] | None = None,
+        *,
+        awaiting: bool = False,
     ) -> Snapshot:
         """The scheduler's input: the NodePools named in ``instance_types`` (in its order), nodes
         with their bound pods (copies; marked or deleting ones flagged ``deleting``; nodes of
         NodeClaims not yet initialized seen as launching, see ``_as_launching``), in-flight
-        NodeClaims (no Node yet, not deleting), and the pending pods (``pending_pods()`` unless
-        given), all as of one moment.
+        NodeClaims (no Node yet, not deleting), and the pending pods (``pending`` if given, else
+        ``pending_pods(awaiting=awaiting)``), all as of one moment.
 
         Only references are taken under the lock (cached objects are replaced on change, never
         modified), so informers wait microseconds, not the whole build, for a large cluster."""
@@ -608,13 +633,20 @@ class ClusterState:
             nodes=views,
             nodeclaims=in_flight,
             nodeclasses=nodeclasses,
-            pending=list(pending) if pending is not None else [p for p in pods if p.is_pending()],
+            pending=list(pending if pending is not None else _pending(pods, awaiting)),
             daemonsets=daemonsets,
             pdbs=pdbs,
             persistent_volumes=pvs,
             persistent_volume_claims=pvcs,
             storage_classes=storage_classes,
         )
+
+
+def _pending(pods: Iterable[ClusterPod], awaiting: bool) -> list[ClusterPod]:
+    """The pods ``ClusterState.pending_pods`` would return among ``pods``."""
+    if awaiting:
+        return [pod for pod in pods if pod.is_provisionable()]
+    return [pod for pod in pods if pod.is_pending()]
 
 
 EPHEMERAL_TAINTS = frozenset(

@@ -45,6 +45,7 @@ from karpenter_core.controllers.provisioning import (
     limit_check,
     nodeclaim_manifest,
     with_expected_allocatable,
+    without_preemptors,
 )
 from karpenter_core.controllers.termination import drain_plan, termination_deadline
 from karpenter_core.operator.kube import Conflict
@@ -52,7 +53,7 @@ from karpenter_core.operator.settings import Settings
 from karpenter_core.operator.state import ClusterNode, ClusterPod, ClusterState
 from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import schedule
-from karpenter_core.scheduling.snapshot import PodInfo, Snapshot
+from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 from karpenter_core.scheduling.taints import Toleration
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -246,6 +247,18 @@ class _Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def test_pods_awaiting_the_kube_scheduler_that_could_preempt_wait_for_its_verdict() -> None:
+    def pod(name: str, priority: int) -> PodInfo:
+        return PodInfo("default", name, {"cpu": 1000}, priority=priority)
+
+    low = NodeInfo("n1", {}, {"cpu": 4000}, pods=[pod("running", 0)])
+    pending = [pod("marked-high", 100), pod("awaiting-high", 100), pod("awaiting-low", 0)]
+    awaiting = {"default/awaiting-high", "default/awaiting-low"}
+    kept = without_preemptors(pending, awaiting, [low])
+    assert [p.name for p in kept] == ["marked-high", "awaiting-low"]
+    assert without_preemptors(pending, awaiting, [NodeInfo("n2", {}, {"cpu": 4000})]) == pending
 
 
 def test_batcher_ends_on_idle_and_on_max() -> None:

@@ -116,6 +116,43 @@ def test_pending_pod_rule() -> None:
     assert not daemon.is_pending()
 
 
+def test_pods_awaiting_the_kube_scheduler_are_provisionable_but_not_pending() -> None:
+    def pod(spec: dict[str, Any] | None = None, **status: Any) -> ClusterPod:
+        body = {
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"containers": [], **(spec or {})},
+            "status": {"phase": "Pending", **status},
+        }
+        return ClusterPod.decode(body)
+
+    fresh = pod()
+    assert fresh.is_provisionable() and not fresh.is_pending()
+    assert pod({"schedulerName": "default-scheduler"}).is_provisionable()
+    marked = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    assert pod(conditions=marked).is_provisionable()
+    # Another scheduler's pods, gated pods and pods the kube-scheduler is done with wait.
+    assert not pod({"schedulerName": "custom"}).is_provisionable()
+    assert not pod({"schedulingGates": [{"name": "wait"}]}).is_provisionable()
+    gated = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]
+    assert not pod(conditions=gated).is_provisionable()
+    assert not pod(nominatedNodeName="n1").is_provisionable()
+    assert not pod({"nodeName": "n1"}).is_provisionable()
+
+
+def test_events_have_a_rate_limit_of_their_own() -> None:
+    from kubernetes import client as k8s
+
+    kube = KubeClient(
+        k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:9")),
+        Settings(kube_client_qps=10, kube_client_burst=3),
+    )
+    events = kube.with_own_rate_limit()
+    assert (events.bucket.qps, events.bucket.burst) == (10, 3)
+    for _ in range(50):
+        events.bucket.reserve()
+    assert kube.bucket.reserve() == 0, "a burst of events leaves the controllers' budget alone"
+
+
 def test_api_errors_map_to_types() -> None:
     assert isinstance(_error(409, b'{"reason":"AlreadyExists","message":"x"}', {}), Conflict)
     assert isinstance(_error(410, b"{}", {}), Gone)
