@@ -108,6 +108,14 @@ def convert_objects(
     for position, obj in enumerate(objs):
         api_version, kind = str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
         converter = next((c for c in converters if c.handles(api_version, kind)), None)
+        karpenter = converter is not None or api_version.startswith("karpenter.")
+        if karpenter and not (obj.get("metadata") or {}).get("name"):
+            result.findings.append(
+                Finding(
+                    describe(obj), "metadata.name", "missing; every object needs a name: left out"
+                )
+            )
+            continue
         if (api_version, kind) in (
             (V1ALPHA5, "Provisioner"),
             (V1BETA1, "NodePool"),

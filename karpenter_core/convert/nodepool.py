@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from karpenter_core.apis import labels as wk
-from karpenter_core.convert.types import Finding, pop_field
+from karpenter_core.convert.types import Finding, describe, pop_field
 
 __all__ = [
     "V1",
@@ -69,7 +69,7 @@ def _ttl(spec: Mapping[str, Any], key: str, source: str, out: list[Finding]) -> 
 def provisioner_to_v1beta1(obj: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[Finding]]:
     """The v1beta1 NodePool for a v1alpha5 Provisioner (None when it cannot be converted), and
     what was decided on the way."""
-    source = f"Provisioner {_mapping(obj.get('metadata')).get('name')}"
+    source = describe(obj)
     findings: list[Finding] = []
     spec = _mapping(obj.get("spec"))
     if spec.get("provider") is not None and spec.get("providerRef") is None:

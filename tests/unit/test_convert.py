@@ -435,3 +435,11 @@ def test_pop_field_and_finding_line() -> None:
     assert pop_field(obj, "spec.missing.y") is None
     assert obj == {"spec": {"items": [{"b": 2}]}}
     assert Finding("NodePool a", "spec.x", "bad").line() == "warning: NodePool a: spec.x: bad"
+
+
+def test_a_karpenter_object_without_a_name_is_left_out() -> None:
+    obj = provisioner()
+    del obj["metadata"]
+    objects, findings = converted([obj])
+    assert objects == []
+    assert [(f.object, f.field) for f in findings] == [("Provisioner (unnamed)", "metadata.name")]

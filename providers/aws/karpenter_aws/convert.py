@@ -190,8 +190,16 @@ def _v1alpha1_to_v1beta1(
         ("securityGroupSelector", "securityGroupSelectorTerms", _selector_terms),
         ("amiSelector", "amiSelectorTerms", _ami_terms),
     ):
-        if old.get(old_key):
-            spec[new_key] = convert(_mapping(old[old_key]))
+        if old.get(old_key) is not None and not isinstance(old[old_key], Mapping):
+            findings.append(
+                Finding(
+                    source,
+                    f"spec.{old_key}",
+                    f"expected a map of tags, got {old[old_key]!r}: not converted",
+                )
+            )
+        elif old.get(old_key):
+            spec[new_key] = convert(old[old_key])
             findings.append(Finding(source, f"spec.{old_key}", f"became spec.{new_key}", "note"))
     spec["amiFamily"] = old.get("amiFamily") or AMI_FAMILY_AL2
     for key in (

@@ -149,6 +149,14 @@ def test_aws_node_template_selectors_become_terms() -> None:
     assert finding(findings, "AWSNodeTemplate default", "spec.amiSelector").severity == "note"
 
 
+def test_a_selector_that_is_not_a_tag_map_is_reported() -> None:
+    result = convert_objects(
+        [template(amiSelector=["ami-1"], instanceProfile="p")], [AWSConverter()]
+    )
+    warning = finding(result.findings, "AWSNodeTemplate default", "spec.amiSelector")
+    assert "expected a map of tags" in warning.message
+
+
 def test_ami_ids_become_id_terms() -> None:
     out, _ = run(
         template(amiSelector={"aws::ids": "ami-1,ami-2"}, amiFamily="Custom", instanceProfile="p")
