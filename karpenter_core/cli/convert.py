@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence, Set
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -22,6 +23,7 @@ from karpenter_core.convert import (
     NodeClassConverter,
     convert_objects,
     describe,
+    input_field,
     needs_conversion,
     unsatisfiable,
 )
@@ -80,7 +82,7 @@ def _check_output(result: Conversion, region: str | None) -> None:
             result.findings.append(
                 Finding(
                     converted.source,
-                    problem.field,
+                    input_field(converted.source, problem.field),
                     f"the output {converted.obj.get('kind')} does not validate: {problem.message}",
                 )
             )
@@ -107,7 +109,9 @@ def _check_output(result: Conversion, region: str | None) -> None:
             converted.obj, converted.source, cloud.get_instance_types(nodepool), where
         )
         if finding is not None:
-            result.findings.append(finding)
+            result.findings.append(
+                replace(finding, field=input_field(finding.object, finding.field))
+            )
 
 
 def _offline(

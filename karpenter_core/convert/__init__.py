@@ -6,7 +6,12 @@ through ``ProviderRecord.convert`` (a ``NodeClassConverter``).
 """
 
 from karpenter_core.convert.catalog import unsatisfiable
-from karpenter_core.convert.documents import Conversion, convert_objects, needs_conversion
+from karpenter_core.convert.documents import (
+    Conversion,
+    convert_objects,
+    input_field,
+    needs_conversion,
+)
 from karpenter_core.convert.types import (
     Converted,
     Finding,
@@ -24,6 +29,7 @@ __all__ = [
     "NodeClassVariant",
     "convert_objects",
     "describe",
+    "input_field",
     "needs_conversion",
     "pop_field",
     "unsatisfiable",

@@ -31,7 +31,7 @@ from karpenter_core.convert.workloads import check_workload
 from karpenter_core.manifests.fields import model_schema, unknown_fields
 from karpenter_core.manifests.validation import is_pattern
 
-__all__ = ["Conversion", "convert_objects", "needs_conversion"]
+__all__ = ["Conversion", "convert_objects", "input_field", "needs_conversion"]
 
 _LEFT_OUT = {
     (V1ALPHA5, "Machine"): "Machines are created by the controller, not applied: left out",
@@ -61,23 +61,28 @@ class _Pool:
     source: str
     kubelet: Mapping[str, Any] | None
     converter: NodeClassConverter | None
-    v1alpha5: bool = False
-    """Made from a Provisioner: findings name its fields (``spec.requirements``)."""
 
     def add(self, result: Conversion, findings: Sequence[Finding]) -> None:
         """Add findings about the v1 NodePool, with the input's field paths."""
         for finding in findings:
-            path = finding.field
-            if self.v1alpha5:
-                for new, old in (
-                    ("spec.template.spec.nodeClassRef", "spec.providerRef"),
-                    ("spec.template.spec.", "spec."),
-                    ("spec.template.metadata.", "spec."),
-                ):
-                    if path.startswith(new):
-                        path = old + path.removeprefix(new)
-                        break
-            result.findings.append(replace(finding, field=path))
+            result.findings.append(
+                replace(finding, field=input_field(finding.object, finding.field))
+            )
+
+
+def input_field(source: str, path: str) -> str:
+    """The path in the input object ``source`` of a v1 NodePool field: a Provisioner (v1alpha5)
+    kept the template's fields at the top of its spec."""
+    if not source.startswith("Provisioner "):
+        return path
+    for new, old in (
+        ("spec.template.spec.nodeClassRef", "spec.providerRef"),
+        ("spec.template.spec.", "spec."),
+        ("spec.template.metadata.", "spec."),
+    ):
+        if path.startswith(new):
+            return old + path.removeprefix(new)
+    return path
 
 
 def needs_conversion(obj: Mapping[str, Any], converters: Sequence[NodeClassConverter]) -> bool:
@@ -182,7 +187,7 @@ def _nodepool(
     converter = next(
         (c for c in converters if c.node_class_ref(ref) is not None and ref.get("group")), None
     )
-    pool = _Pool(nodepool, source, kubelet, converter, v1alpha5=api_version == V1ALPHA5)
+    pool = _Pool(nodepool, source, kubelet, converter)
     pool.add(result, [*moved, *check_v1(nodepool, source, unknown)])
     return pool
 

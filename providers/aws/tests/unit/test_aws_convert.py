@@ -379,6 +379,25 @@ def test_a_nodepool_no_catalog_instance_type_satisfies(tmp_path: Any) -> None:
     ) in result.stderr
 
 
+def test_catalog_findings_on_a_provisioner_name_its_fields(tmp_path: Any) -> None:
+    provisioner = {
+        "apiVersion": "karpenter.sh/v1alpha5",
+        "kind": "Provisioner",
+        "metadata": {"name": "default"},
+        "spec": {
+            "providerRef": {"name": "default"},
+            "requirements": [
+                {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["zz9"]}
+            ],
+        },
+    }
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump_all([provisioner, template(instanceProfile="p")]))
+    result = CliRunner().invoke(convert, ["-f", str(path), "--region", "us-east-1"])
+    assert result.exit_code == 0, result.output
+    assert "warning: Provisioner default: spec.requirements: no instance type" in result.stderr
+
+
 def test_input_without_karpenter_objects_is_an_error(tmp_path: Any) -> None:
     path = tmp_path / "old.yaml"
     path.write_text(INFLATE)
