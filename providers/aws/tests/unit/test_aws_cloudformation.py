@@ -7,6 +7,7 @@ receiving a spot interruption through the stack's EventBridge rule).
 from __future__ import annotations
 
 import json
+import re
 import runpy
 import threading
 import time
@@ -166,6 +167,14 @@ def test_the_cluster_name_limit_keeps_the_policy_within_iams_limit() -> None:
     assert f"{parameter['MaxLength']} characters" in parameter["ConstraintDescription"]
 
 
+def test_the_cluster_name_pattern_takes_eks_cluster_names_only() -> None:
+    pattern = re.compile(parsed_template()["Parameters"]["ClusterName"]["AllowedPattern"])
+    for name in ("my-cluster", "prod_eu_1", "0cluster"):
+        assert pattern.fullmatch(name), name
+    for name in ("-cluster", "my cluster", "a/b", "cluster.prod", ""):
+        assert not pattern.fullmatch(name), name
+
+
 def test_the_rules_route_exactly_the_events_the_provider_acts_on() -> None:
     routed = set()
     for rule in resources("AWS::Events::Rule").values():
@@ -234,7 +243,7 @@ def moto_cfn_policy_strings(monkeypatch: pytest.MonkeyPatch) -> None:
     handler is given the parsed document, as CloudFormation passes it to IAM."""
     from moto.iam.models import ManagedPolicy
 
-    create: Callable[..., Any] = ManagedPolicy.create_from_cloudformation_json.__func__  # type: ignore[attr-defined]
+    create: Callable[..., Any] = ManagedPolicy.create_from_cloudformation_json.__func__
 
     def with_parsed_document(
         cls: type, name: str, cfn: dict[str, Any], account_id: str, region: str, **kwargs: Any
@@ -415,9 +424,7 @@ class FakeCluster:
 
 
 @pytest.fixture
-def interruption_running(
-    request: pytest.FixtureRequest,
-) -> Iterator[Callable[[InterruptionController], None]]:
+def interruption_running() -> Iterator[Callable[[InterruptionController], None]]:
     """Starts a controller's loop in a thread; stops and joins it at teardown."""
     stop = threading.Event()
     threads: list[threading.Thread] = []
