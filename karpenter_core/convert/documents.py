@@ -188,6 +188,19 @@ def _nodepool(
         (c for c in converters if c.node_class_ref(ref) is not None and ref.get("group")), None
     )
     pool = _Pool(nodepool, source, kubelet, converter)
+    if api_version == V1ALPHA5 and converter is not None:
+        template_spec = _template_spec(nodepool)
+        for requirement, why in converter.v1alpha5_defaults(nodepool):
+            template_spec.setdefault("requirements", []).append(requirement)
+            values = ", ".join(requirement.get("values") or ())
+            moved.append(
+                Finding(
+                    source,
+                    "spec.template.spec.requirements",
+                    f"{requirement['key']} {requirement['operator']} [{values}] written out: {why}",
+                    "note",
+                )
+            )
     pool.add(result, [*moved, *check_v1(nodepool, source, unknown)])
     return pool
 

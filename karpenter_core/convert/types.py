@@ -86,6 +86,11 @@ class NodeClassConverter(Protocol):
         """What is wrong with a v1 NodePool that references this provider's NodeClass."""
         ...
 
+    def v1alpha5_defaults(self, nodepool: Mapping[str, Any]) -> list[tuple[dict[str, Any], str]]:
+        """Requirements v1alpha5 added to a Provisioner that lacked them (and v1 does not), each
+        with why, for the v1 NodePool made from that Provisioner."""
+        ...
+
     def wildcard_replacement(self, requirement: Mapping[str, Any]) -> dict[str, Any] | None:
         """For a requirement whose values hold a wildcard (``m5.*``), the requirement that
         selects what it meant, or None."""

@@ -13,7 +13,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from karpenter_aws.labels import GROUP, LABEL_INSTANCE_FAMILY
+from karpenter_aws.labels import (
+    GROUP,
+    LABEL_INSTANCE_CATEGORY,
+    LABEL_INSTANCE_FAMILY,
+    LABEL_INSTANCE_GENERATION,
+)
 from karpenter_aws.nodeclass import ALIAS_FAMILIES, AMI_FAMILY_AL2, KIND, VERSION, EC2NodeClass
 from karpenter_core.apis import labels as wk
 from karpenter_core.convert import Converted, Finding, NodeClassVariant, describe, pop_field
@@ -134,6 +139,31 @@ class AWSConverter:
                     )
                 )
         return findings
+
+    def v1alpha5_defaults(self, nodepool: Mapping[str, Any]) -> list[tuple[dict[str, Any], str]]:
+        """What upstream's v1alpha5 AWS webhook added to a Provisioner without them: on-demand
+        capacity, amd64, and instance categories c, m, r of generation 3 or later unless
+        instance types, families, categories or generations were required."""
+        template = _mapping(_mapping(nodepool.get("spec")).get("template"))
+        requirements = _mapping(template.get("spec")).get("requirements")
+        keys = {
+            wk.NORMALIZED_LABELS.get(str(r.get("key")), str(r.get("key")))
+            for r in (requirements if isinstance(requirements, list) else [])
+            if isinstance(r, Mapping)
+        } | set(_mapping(_mapping(template.get("metadata")).get("labels")))
+        defaults: list[tuple[dict[str, Any], str]] = []
+        for key, operator, values, unless in (
+            (wk.CAPACITY_TYPE, "In", [wk.CAPACITY_TYPE_ON_DEMAND], ()),
+            (wk.ARCH, "In", [wk.ARCH_AMD64], ()),
+            (LABEL_INSTANCE_CATEGORY, "In", ["c", "m", "r"], (LABEL_INSTANCE_FAMILY,)),
+            (LABEL_INSTANCE_GENERATION, "Gt", ["2"], (LABEL_INSTANCE_FAMILY,)),
+        ):
+            if keys.isdisjoint({key, *unless, *((wk.INSTANCE_TYPE,) if unless else ())}):
+                requirement = {"key": key, "operator": operator, "values": values}
+                defaults.append(
+                    (requirement, "the Provisioner did not set it and v1alpha5 defaulted to it")
+                )
+        return defaults
 
     def wildcard_replacement(self, requirement: Mapping[str, Any]) -> dict[str, Any] | None:
         """``node.kubernetes.io/instance-type In [m5.*, c5.*]`` means

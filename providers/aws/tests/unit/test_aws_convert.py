@@ -257,6 +257,60 @@ def test_a_provisioner_kubelet_reaches_the_node_template() -> None:
     assert ref == {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
 
 
+@pytest.mark.parametrize(
+    ("requirements", "added"),
+    [
+        (
+            [],
+            {
+                ("karpenter.sh/capacity-type", "In", ("on-demand",)),
+                ("kubernetes.io/arch", "In", ("amd64",)),
+                ("karpenter.k8s.aws/instance-category", "In", ("c", "m", "r")),
+                ("karpenter.k8s.aws/instance-generation", "Gt", ("2",)),
+            },
+        ),
+        (
+            [
+                {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]},
+                {"key": "beta.kubernetes.io/arch", "operator": "In", "values": ["arm64"]},
+            ],
+            {("karpenter.sh/capacity-type", "In", ("on-demand",))},
+        ),
+        (
+            [
+                {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["t"]},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+            ],
+            {
+                ("kubernetes.io/arch", "In", ("amd64",)),
+                ("karpenter.k8s.aws/instance-generation", "Gt", ("2",)),
+            },
+        ),
+    ],
+)
+def test_v1alpha5_requirement_defaults_are_written_out(
+    requirements: list[dict[str, Any]], added: set[tuple[str, str, tuple[str, ...]]]
+) -> None:
+    provisioner = {
+        "apiVersion": "karpenter.sh/v1alpha5",
+        "kind": "Provisioner",
+        "metadata": {"name": "default"},
+        "spec": {"providerRef": {"name": "default"}, "requirements": requirements},
+    }
+    out, findings = run(provisioner, template(instanceProfile="p"))
+    written = out["NodePool", "default"]["spec"]["template"]["spec"]["requirements"]
+    assert {
+        (r["key"], r["operator"], tuple(r["values"])) for r in written[len(requirements) :]
+    } == added
+    notes = [f for f in findings if f.field == "spec.requirements"]
+    assert len(notes) == len(added) and all("v1alpha5 defaulted" in f.message for f in notes)
+
+
+def test_v1beta1_nodepools_get_no_requirement_defaults() -> None:
+    out, _ = run(nodepool_v1beta1("a"), ec2nodeclass_v1beta1())
+    assert out["NodePool", "a"]["spec"]["template"]["spec"]["requirements"] == []
+
+
 def test_kubelet_for_a_node_class_not_in_the_input_is_a_warning() -> None:
     _, findings = run(nodepool_v1beta1("a", node_class="elsewhere", kubelet={"maxPods": 20}))
     warning = finding(findings, "NodePool a", "kubelet")
