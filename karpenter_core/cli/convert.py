@@ -105,9 +105,14 @@ def _check_output(result: Conversion, region: str | None) -> None:
         if cloud is None:
             continue
         where = f"the {record.name} catalog ({region})" if region else f"the {record.name} catalog"
-        finding = unsatisfiable(
-            converted.obj, converted.source, cloud.get_instance_types(nodepool), where
-        )
+        try:
+            instance_types = cloud.get_instance_types(nodepool)
+        except CloudProviderError as err:
+            result.findings.append(
+                Finding(converted.source, "", f"catalog not checked: {err}", "note")
+            )
+            continue
+        finding = unsatisfiable(converted.obj, converted.source, instance_types, where)
         if finding is not None:
             result.findings.append(
                 replace(finding, field=input_field(finding.object, finding.field))

@@ -452,6 +452,15 @@ def test_catalog_findings_on_a_provisioner_name_its_fields(tmp_path: Any) -> Non
     assert "warning: Provisioner default: spec.requirements: no instance type" in result.stderr
 
 
+def test_a_region_without_a_catalog_is_a_note(tmp_path: Any) -> None:
+    path = tmp_path / "old.yaml"
+    path.write_text(GUIDE)
+    result = CliRunner().invoke(convert, ["-f", str(path), "--region", "mars-1"])
+    assert result.exit_code == 0, result.output
+    expected = "note: provider aws: catalog not checked: no offline instance type data for region"
+    assert f"{expected} 'mars-1'" in result.stderr
+
+
 def test_input_without_karpenter_objects_is_an_error(tmp_path: Any) -> None:
     path = tmp_path / "old.yaml"
     path.write_text(INFLATE)
