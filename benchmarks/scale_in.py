@@ -483,7 +483,7 @@ def run(kubeconfig: Path, options: Options, workdir: Path, out: TextIO = sys.std
         report.scale_up_nodes = len(workload.nodes())
         print(
             f"scale-up: {sum(desired.values())} pods on {report.scale_up_nodes} nodes "
-            f"in {report.scale_up_s:.0f}s",
+            f"in {_seconds(report.scale_up_s)}",
             file=out,
             flush=True,
         )
@@ -554,8 +554,13 @@ def _step(
 # -- the command ---------------------------------------------------------------------------------
 
 
+def _seconds(value: float | None) -> str:
+    """Whole seconds, or "not converged" for None."""
+    return "not converged" if value is None else f"{value:.0f}s"
+
+
 def _render_step(step: Step) -> str:
-    converged = "not converged" if step.converged_s is None else f"{step.converged_s:.0f}s"
+    converged = _seconds(step.converged_s)
     return (
         f"{step.fraction:>4.0%}  {converged:>13}  nodes {step.nodes_before:>5} -> "
         f"{step.nodes_after:<5}  $/h {step.cost_before:>8.3f} -> {step.cost_after:<8.3f} "
@@ -570,7 +575,7 @@ def render(report: Report) -> str:
     """The report as text."""
     lines = [
         f"N = {report.nodes} ({report.timers} timers), {report.elapsed:.0f}s in all",
-        f"scale-up: {report.scale_up_nodes} nodes in {report.scale_up_s:.0f}s",
+        f"scale-up: {report.scale_up_nodes} nodes in {_seconds(report.scale_up_s)}",
         *(_render_step(step) for step in report.steps),
         f"controller peak RSS: {report.peak_rss_mb:.0f} MB",
         f"violations: {len(report.violations)}",
