@@ -103,13 +103,15 @@ def convert_objects(
 ) -> Conversion:
     """Convert ``objs`` to v1 NodePools and NodeClasses (pure).
 
-    With ``simulation``, v1beta1 NodeClaims are converted too (as existing capacity). An
+    With ``simulation``, v1beta1 NodeClaims are converted too (as existing capacity), and v1
+    objects are passed through (``others``) for the simulation to check as it checks any input,
+    but a v1 NodeClass that receives kubelet settings from an older NodePool. An
     instance-type wildcard (``m5.*``), which matches nothing and which v1 refuses as a label
     value, is replaced by the provider's requirement for what it meant, with a warning.
     """
     result = Conversion()
     pools: list[_Pool] = []
-    node_classes: list[tuple[Mapping[str, Any], NodeClassConverter]] = []
+    node_classes: list[tuple[int, Mapping[str, Any], NodeClassConverter]] = []
     for position, obj in enumerate(objs):
         api_version, kind = str(obj.get("apiVersion") or ""), str(obj.get("kind") or "")
         converter = next((c for c in converters if c.handles(api_version, kind)), None)
@@ -121,7 +123,9 @@ def convert_objects(
                 )
             )
             continue
-        if (api_version, kind) in (
+        if simulation and (api_version, kind) == (V1, "NodePool"):
+            result.others.append(position)  # the simulation checks it as it checks any input
+        elif (api_version, kind) in (
             (V1ALPHA5, "Provisioner"),
             (V1BETA1, "NodePool"),
             (V1, "NodePool"),
@@ -130,7 +134,7 @@ def convert_objects(
             if pool is not None:
                 pools.append(pool)
         elif converter is not None:
-            node_classes.append((obj, converter))
+            node_classes.append((position, obj, converter))
         elif simulation and (api_version, kind) in ((V1BETA1, "NodeClaim"), (V1, "NodeClaim")):
             result.objects.append(_nodeclaim(obj, converters, result))
         elif (api_version, kind) in _LEFT_OUT:
@@ -147,9 +151,17 @@ def convert_objects(
             result.findings.extend(check_workload(obj))
             result.others.append(position)
     variants = _variants(pools, node_classes, result)
-    for obj, converter in node_classes:
+    for position, obj, converter in node_classes:
         name = str((obj.get("metadata") or {}).get("name") or "")
-        converted, findings = converter.convert(obj, variants.get((id(converter), name), ()))
+        wanted = variants.get((id(converter), name), ())
+        if (
+            simulation
+            and not needs_conversion(obj, converters)
+            and not any(variant.kubelet for variant in wanted)
+        ):
+            result.others.append(position)
+            continue
+        converted, findings = converter.convert(obj, wanted)
         result.objects.extend(converted)
         result.findings.extend(findings)
     for pool in pools:
@@ -223,12 +235,14 @@ def _template_spec(nodepool: Mapping[str, Any]) -> dict[str, Any]:
 
 def _variants(
     pools: Sequence[_Pool],
-    node_classes: Sequence[tuple[Mapping[str, Any], NodeClassConverter]],
+    node_classes: Sequence[tuple[int, Mapping[str, Any], NodeClassConverter]],
     result: Conversion,
 ) -> dict[tuple[int, str], list[NodeClassVariant]]:
     """Per (converter, NodeClass name): one variant per distinct kubelet among the NodePools
     that reference it, the first keeping the name; NodePools are pointed at their variant."""
-    given = {(id(c), str((obj.get("metadata") or {}).get("name") or "")) for obj, c in node_classes}
+    given = {
+        (id(c), str((obj.get("metadata") or {}).get("name") or "")) for _, obj, c in node_classes
+    }
     groups: dict[tuple[int, str], dict[str, list[_Pool]]] = {}
     for pool in pools:
         ref = _template_spec(pool.obj).get("nodeClassRef") or {}

@@ -298,6 +298,18 @@ def test_simulation_reads_v1beta1_nodeclaims_as_v1() -> None:
     assert by_field(findings)["spec.kubelet"].severity == "note"
 
 
+def test_simulation_passes_v1_nodepools_through_unchecked() -> None:
+    current = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "b"},
+        "spec": {"typo": 1},
+    }
+    result = convert_objects([provisioner(), current], [], simulation=True)
+    assert result.others == [1]
+    assert [f for f in result.findings if f.object == "NodePool b"] == []
+
+
 def test_other_objects_pass_through_by_position() -> None:
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}
     result = convert_objects([provisioner(), deployment], [])

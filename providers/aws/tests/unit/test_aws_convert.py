@@ -489,3 +489,33 @@ def test_simulate_reads_the_guide_manifest_by_converting_it(tmp_path: Any) -> No
         for note in report["notes"]
     )
     assert any("spec.weight" in warning for warning in report["warnings"])
+
+
+def test_simulate_still_checks_v1_objects_given_next_to_old_ones(tmp_path: Any) -> None:
+    current = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "b"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "requirements": [],
+                    "nodeClassRef": {
+                        "group": "karpenter.k8s.aws",
+                        "kind": "EC2NodeClass",
+                        "name": "default",
+                    },
+                }
+            },
+            "disruption": {"consolidateAftr": "1m"},
+        },
+    }
+    path = tmp_path / "mixed.yaml"
+    path.write_text(yaml.safe_dump_all([nodepool_v1beta1("a"), current, ec2nodeclass_v1beta1()]))
+    args = ["-f", str(path), "--provider", "aws", "--region", "us-east-1"]
+    strict = CliRunner().invoke(simulate, [*args, "--strict"])
+    assert strict.exit_code == 1
+    assert "NodePool b" in strict.stderr and "consolidateAftr" in strict.stderr
+    lenient = CliRunner().invoke(simulate, args)
+    assert lenient.exit_code == 0, lenient.output
+    assert "NodePool b: unknown field spec.disruption.consolidateAftr" in lenient.stderr
