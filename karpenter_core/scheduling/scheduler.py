@@ -13,6 +13,7 @@ any instance type allows, so a valid single replacement is never split in two.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -868,8 +869,10 @@ def _plan(
         best_cost = best_price = float("inf")
         for held, price in options:
             total = price + cost[max(0, n - held)]
-            # On a tie the larger node opens first: smaller pods can still fill its gaps.
-            if total < best_cost or (total == best_cost and price > best_price):
+            # On a tie (up to float rounding of the sums) the larger node opens first: smaller
+            # pods can still fill its gaps, and fewer NodeClaims are launched.
+            tie = math.isclose(total, best_cost, rel_tol=1e-9)
+            if (total < best_cost and not tie) or (tie and price > best_price):
                 best_cost, best_price = total, price
         cost[n] = best_cost
         first[n] = float("inf") if whole[n] <= best_cost * (1 + 1e-9) else best_price

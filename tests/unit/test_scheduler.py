@@ -9,6 +9,7 @@ from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import Minimize, schedule
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 from karpenter_core.scheduling.taints import Taint, Toleration
+from karpenter_kwok.catalog import generic_catalog, parse_catalog
 
 GI = 2**30 * 1000
 ZONES = ("zone-a", "zone-b")
@@ -330,3 +331,18 @@ def test_daemonset_selecting_a_template_label_counts_on_that_nodepool():
     results = run([pod("a", cpu=1500)], pools, daemonsets=[daemon])
     assert results.new_nodeclaims[0].instance_type.name == "arm-4"
     assert results.new_nodeclaims[0].requests["cpu"] == 2000
+
+
+def test_equal_cost_plans_launch_the_fewest_nodeclaims():
+    # KWOK's prices are linear in CPU and memory: two c-8x cost what one c-16x costs, up to
+    # float rounding of the sums. 1,000 pods of 1 CPU on its c family: three c-256x (255 pods
+    # each), a c-192x (191) and a c-48x (44), as cheap as any plan and the fewest NodeClaims.
+    catalog = [
+        it
+        for it in parse_catalog(generic_catalog(), "kwok")
+        if it.name.startswith("c-") and it.name.endswith("-amd64-linux")
+    ]
+    results = run([pod(f"p{i}", cpu=1000, memory=GI // 4) for i in range(1000)], catalog=catalog)
+    names = sorted(c.instance_type.name.split("-")[1] for c in results.new_nodeclaims)
+    assert names == ["192x", "256x", "256x", "256x", "48x"]
+    assert results.cost_per_hour == pytest.approx(3 * 4.864829 + 3.648622 + 0.912155, abs=1e-5)
