@@ -169,6 +169,8 @@ def nodeclaim_manifest(
         "kind": "NodeClaim",
         "metadata": {
             "generateName": f"{claim.nodepool}-",
+            # On at creation: the lifecycle can launch at once, without a write to add it first.
+            "finalizers": [wk.TERMINATION_FINALIZER],
             "labels": node_labels,
             "annotations": {
                 **template_meta.get("annotations", {}),

@@ -177,6 +177,7 @@ def test_nodeclaim_manifest_has_upstreams_shape() -> None:
     manifest = nodeclaim_manifest(claim, nodepool.to_manifest(), claim.instance_types)
     meta, spec = manifest["metadata"], manifest["spec"]
     assert meta["generateName"] == "default-"
+    assert meta["finalizers"] == ["karpenter.sh/termination"], "launch needs no write before it"
     assert meta["labels"]["karpenter.sh/nodepool"] == "default"
     assert meta["labels"]["team"] == "a"
     assert meta["labels"]["karpenter.sh/capacity-type"] == "spot"
