@@ -115,9 +115,14 @@ class Batcher:
 
     def wait(self, stop: threading.Event, poll: float = 0.2, timeout: float | None = None) -> bool:
         """Block until a batch is complete (True), or ``stop`` is set or ``timeout`` seconds
-        pass without a batch starting (False)."""
+        pass without a batch starting (False). A batch begun before the call (during the last
+        pass) has its windows restarted by it."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
+            if self._first is not None:
+                # Triggers that came during the last pass start this batch now, as upstream's
+                # do: its windows count from here, so pods that keep arriving join it.
+                self._first = self._last = self._clock()
             while not stop.is_set():
                 left = self._take()
                 if left is None:

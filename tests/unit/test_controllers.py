@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -527,6 +528,16 @@ def test_batcher_wait_returns_once_a_batch_completes() -> None:
     assert not batcher.wait(stop, poll=0.01, timeout=0.0), "no batch started"
     batcher.trigger()
     assert batcher.wait(stop, poll=0.01)
+
+
+def test_a_batch_begun_during_a_pass_waits_its_idle_window_after_the_pass() -> None:
+    batcher = Batcher(idle=0.3, maximum=5.0)
+    stop = threading.Event()
+    batcher.trigger("ns/during-the-pass")
+    time.sleep(0.4)  # the pass goes on past the idle window
+    started = time.monotonic()
+    assert batcher.wait(stop, poll=0.01)
+    assert time.monotonic() - started >= 0.3, "pods arriving right after the pass join the batch"
 
 
 # -- crash leftovers and consolidation timers -------------------------------------------------
