@@ -3,7 +3,9 @@ folder first on the path)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 KWOK_NODE_CLASS = {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
@@ -34,3 +36,14 @@ def nodepool(
             },
         }
     )
+
+
+def process_usage(pid: int) -> tuple[float, float]:
+    """(peak resident set in MB (VmHWM), CPU seconds) of a live process."""
+    peak = 0.0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            peak = int(line.split()[1]) / 1024
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])
+    return peak, ticks / os.sysconf("SC_CLK_TCK")

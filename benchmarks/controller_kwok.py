@@ -31,6 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import common
 from kubernetes import client, config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,17 +42,6 @@ from tests.integration import controller_harness as harness  # noqa: E402
 
 def _log_time(record: dict[str, Any]) -> float:
     return datetime.fromisoformat(record["time"]).timestamp()
-
-
-def _proc(pid: int) -> tuple[float, float]:
-    """(peak RSS in MB, CPU seconds) of a live process."""
-    peak = 0.0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            peak = int(line.split()[1]) / 1024
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])
-    return peak, ticks / 100.0
 
 
 def run_once(
@@ -80,7 +70,7 @@ def run_once(
     try:
         controller.wait_ready(60)
         controller.wait_leading(60)
-        started_cpu = _proc(controller.process.pid)[1]
+        started_cpu = common.process_usage(controller.process.pid)[1]
         cpu = "2" if pods <= 100 else "1"
         t0 = time.time()
         harness.apply_deployment(api, namespace, harness.deployment("bench", pool, pods, cpu=cpu))
@@ -96,7 +86,7 @@ def run_once(
             controller.alive()
             time.sleep(0.05)
         t_running = time.time()
-        peak, cpu_seconds = _proc(controller.process.pid)
+        peak, cpu_seconds = common.process_usage(controller.process.pid)
         records = controller.log_lines()
         created = [_log_time(r) for r in records if r.get("message") == "created nodeclaim"]
         registered = [_log_time(r) for r in records if r.get("message") == "registered node"]
