@@ -25,8 +25,8 @@ from karpenter_conformance.cluster import versions
 from karpenter_conformance.cluster.logs import tail
 
 CACHE_ENV = "KARPENTER_CLUSTER_CACHE"
-KUBERNETES_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
-ALL_BINARIES = ("etcd", "kwok", *KUBERNETES_COMMANDS)
+KUBERNETES_COMMANDS = ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl")
+ALL_BINARIES = ("etcd", "kwok", "helm", *KUBERNETES_COMMANDS)
 STAGES_FILE = "kwok-stages.yaml"
 MANIFEST_FILE = "versions.json"
 # How the go command reports a module version the proxy will not serve.
