@@ -26,6 +26,7 @@ class FakeKubernetesStep:
         self.running = threading.Event()
         self.calls = 0
         self.built: list[str] = []
+        self.first: versions.KubernetesRelease | None = None
 
     def __call__(
         self,
@@ -35,9 +36,11 @@ class FakeKubernetesStep:
         log_file: Path,
         log: build.Log,
         commands: Sequence[str],
+        first: versions.KubernetesRelease | None,
     ) -> tuple[versions.KubernetesRelease, float, list[str]]:
         self.calls += 1
         self.built += commands
+        self.first = first
         self.running.set()
         time.sleep(STEP_SECONDS)
         for name in commands:
@@ -56,7 +59,9 @@ def step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeKubernetesStep:
     build.bin_dir().mkdir(parents=True)
     for name in ("etcd", "kwok", "helm"):
         (build.bin_dir() / name).write_text("")
-    (build.cache_dir() / build.MANIFEST_FILE).write_text(json.dumps({"helm": versions.HELM}))
+    fallback = versions.KUBERNETES_FALLBACKS[0]
+    manifest = {"helm": versions.HELM, "kubernetes": fallback.version, "staging": fallback.staging}
+    (build.cache_dir() / build.MANIFEST_FILE).write_text(json.dumps(manifest))
     build.stages_path().write_text("")
     return fake
 
@@ -126,5 +131,6 @@ def test_only_the_missing_kubernetes_commands_are_built(step: FakeKubernetesStep
     assert not build.is_built()
     build.build(log=lambda line: None)
     assert step.built == ["kubectl"]
+    assert step.first == versions.KUBERNETES_FALLBACKS[0], "kubectl of the cached release"
     assert build.is_built()
     assert build.read_manifest()["helm"] == versions.HELM

@@ -214,14 +214,19 @@ def _build_kubernetes(
     log_file: Path,
     log: Log,
     commands: Sequence[str] = KUBERNETES_COMMANDS,
+    first: versions.KubernetesRelease | None = None,
 ) -> tuple[versions.KubernetesRelease, float, list[str]]:
-    """Build ``commands`` of the pinned Kubernetes release (else of a fallback) in one go build.
+    """Build ``commands`` of the pinned Kubernetes release (else of a fallback) in one go build;
+    ``first`` (the release the cached commands came from) is tried before the others.
 
     Returns the release built, the seconds it took and what the proxy refused on the way.
     """
     refused: list[str] = []
     local_go = _local_go_version(env)
-    for release in (versions.KUBERNETES, *versions.KUBERNETES_FALLBACKS):
+    candidates = (versions.KUBERNETES, *versions.KUBERNETES_FALLBACKS)
+    if first is not None:
+        candidates = (first, *(release for release in candidates if release != first))
+    for release in candidates:
         main = f"{versions.KUBERNETES_MODULE}@{release.version}"
         (info,) = _go_json(["list", "-m", "-e", "-json", main], env, work)
         if "Error" in info:
@@ -440,8 +445,10 @@ def _build_locked(
 
     commands = [name for name in KUBERNETES_COMMANDS if missing(name)]
     if commands:
+        # Commands added to a cache come from the release its other commands came from.
+        cached = release if len(commands) < len(KUBERNETES_COMMANDS) else None
         release, seconds["kubernetes"], refused = _build_kubernetes(
-            env, work, out, logs / "kubernetes.log", log, commands
+            env, work, out, logs / "kubernetes.log", log, commands, cached
         )
         log(f"[build] kubernetes built in {_format_seconds(seconds['kubernetes'])}")
         _install(out, commands)
