@@ -305,3 +305,32 @@ def test_the_apiservers_table_has_upstreams_columns(
     assert table["kind"] == "Table"
     columns = [(c["name"], c.get("priority", 0)) for c in table["columnDefinitions"]]
     assert columns == UPSTREAM_COLUMNS[(group, plural)]
+
+
+def test_service_monitor_extra_rules_and_sidecars_render_as_upstreams_values_ask() -> None:
+    rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}
+    documents = _template(
+        "monitoring",
+        "--api-versions",
+        "monitoring.coreos.com/v1",
+        "--set",
+        "serviceMonitor.enabled=true",
+        "--set",
+        "serviceMonitor.endpointConfig.interval=30s",
+        "--set-json",
+        f"additionalClusterRoleRules=[{json.dumps(rule)}]",
+        "--set-json",
+        'controller.sidecarContainer=[{"name": "proxy", "image": "example.local/proxy"}]',
+        "--set-json",
+        'controller.extraVolumeMounts=[{"name": "token", "mountPath": "/var/run/token"}]',
+    )
+    (monitor,) = _by_kind(documents, "ServiceMonitor")
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "http-metrics", "path": "/metrics", "interval": "30s"}
+    ]
+    (core,) = [r for r in _by_kind(documents, "ClusterRole") if r["metadata"]["name"] == RELEASE]
+    assert core["rules"][-1] == rule
+    (deployment,) = _by_kind(documents, "Deployment")
+    controller, proxy = deployment["spec"]["template"]["spec"]["containers"]
+    mounts = [{"name": "token", "mountPath": "/var/run/token"}]
+    assert controller["volumeMounts"] == proxy["volumeMounts"] == mounts
