@@ -16,12 +16,18 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import parse_quantity
 from karpenter_core.apis.v1.common import CONDITION_READY
 from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
+from karpenter_core.apis.v1.nodeclaim import CONDITION_DRIFTED
 from karpenter_core.apis.v1.nodepool import (
     CONDITION_NODE_CLASS_READY,
     CONDITION_VALIDATION_SUCCEEDED,
     NodePool,
 )
-from karpenter_core.controllers.objects import nodepool_path, quantities, set_condition
+from karpenter_core.controllers.objects import (
+    nodeclaim_path,
+    nodepool_path,
+    quantities,
+    set_condition,
+)
 from karpenter_core.controllers.runtime import LoopController
 from karpenter_core.disruption.budgets import DRIFTED, EMPTY, UNDERUTILIZED, allowed_disruptions
 from karpenter_core.operator import metrics
@@ -181,6 +187,8 @@ class NodePoolController(LoopController):
         path = nodepool_path(nodepool.metadata.name or "")
         annotations = nodepool.metadata.annotations
         wanted = nodepool_hash(manifest)
+        if annotations.get(wk.NODEPOOL_HASH_VERSION) != HASH_VERSION:
+            self._restamp_nodeclaims(nodepool.metadata.name or "", wanted)
         if (
             annotations.get(wk.NODEPOOL_HASH) != wanted
             or annotations.get(wk.NODEPOOL_HASH_VERSION) != HASH_VERSION
@@ -194,3 +202,23 @@ class NodePoolController(LoopController):
         if not _same_status(manifest.get("status") or {}, status):
             client.patch(path + "/status", {"status": status})
         record_metrics(nodepool, status["resources"], nodes, self.context.now())
+
+    def _restamp_nodeclaims(self, name: str, wanted: str) -> None:
+        """The NodePool's hash was computed another way (another hash version: an earlier
+        release, or another Karpenter before a cut-over): its NodeClaims of another version get
+        this version and, unless already drifted, the current hash, as upstream does; a change
+        of how the hash is computed is no drift. Done before the NodePool's own annotations, so
+        a failure here is retried on the next pass."""
+        for claim in self.context.state.nodeclaims():
+            annotations = claim.metadata.annotations
+            if (
+                claim.metadata.labels.get(wk.NODEPOOL) != name
+                or annotations.get(wk.NODEPOOL_HASH_VERSION) == HASH_VERSION
+            ):
+                continue
+            update = {wk.NODEPOOL_HASH_VERSION: HASH_VERSION}
+            if not any(c.type == CONDITION_DRIFTED for c in claim.status.conditions):
+                update[wk.NODEPOOL_HASH] = wanted
+            self.context.client.patch(
+                nodeclaim_path(claim.metadata.name or ""), {"metadata": {"annotations": update}}
+            )

@@ -78,6 +78,9 @@ class _State:
     def nodes(self) -> list[ClusterNode]:
         return self.node_list
 
+    def nodeclaims(self) -> list[NodeClaim]:
+        return []
+
 
 class _Client:
     def __init__(self) -> None:

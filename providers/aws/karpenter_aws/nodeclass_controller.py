@@ -202,6 +202,7 @@ class NodeClassController(NodeClassStatusController[EC2NodeClass]):
     hash_annotation = HASH_ANNOTATION
     hash_version_annotation = HASH_VERSION_ANNOTATION
     hash_version = HASH_VERSION
+    restamp_nodeclaims = True
 
     def __init__(self, context: ProviderContext, provider: Any) -> None:
         settings = provider.settings

@@ -11,8 +11,18 @@ from botocore.exceptions import ClientError
 from karpenter_aws.amis import AMIResolver
 from karpenter_aws.instanceprofile import InstanceProfiles
 from karpenter_aws.moto_account import DISCOVERY_TAG, AWSEnv
-from karpenter_aws.nodeclass import EC2NodeClass
-from karpenter_aws.nodeclass_controller import kubernetes_minor_version, resolve_status
+from karpenter_aws.nodeclass import (
+    HASH_ANNOTATION,
+    HASH_VERSION,
+    HASH_VERSION_ANNOTATION,
+    EC2NodeClass,
+    nodeclass_hash,
+)
+from karpenter_aws.nodeclass_controller import (
+    NodeClassController,
+    kubernetes_minor_version,
+    resolve_status,
+)
 from karpenter_core.cloudprovider.types import CloudProviderError
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -199,3 +209,64 @@ def test_kubernetes_minor_version(info: dict[str, str], expected: str) -> None:
 def test_unusable_version_is_an_error() -> None:
     with pytest.raises(CloudProviderError, match="no usable version"):
         kubernetes_minor_version({"major": "", "minor": ""})
+
+
+class _RecordingCluster:
+    """The apiserver calls of the restamp step: one NodeClaim list, the patches recorded."""
+
+    def __init__(self, nodeclaims: list[dict[str, Any]]) -> None:
+        self.claims = nodeclaims
+        self.patches: list[tuple[str, Any]] = []
+
+    def nodeclaims_using(self, name: str) -> list[dict[str, Any]]:
+        return self.claims
+
+    def patch_nodeclaim(self, name: str, body: Any) -> None:
+        self.patches.append((name, body))
+
+    def patch(self, name: str, body: Any) -> None:
+        self.patches.append((f"ec2nodeclass/{name}", body))
+
+
+def test_a_hash_version_change_restamps_the_nodeclaims_instead_of_drifting_them(
+    aws: AWSEnv,
+) -> None:
+    """An EC2NodeClass hashed by another version (an earlier release, or upstream Karpenter
+    before a cut-over) gives its NodeClaims this version and, unless already drifted, the current
+    hash, as upstream's hash controller does."""
+    nodeclass = node_class(aws)
+    nodeclass.metadata.annotations.update({HASH_ANNOTATION: "1234", HASH_VERSION_ANNOTATION: "v4"})
+    old = {HASH_ANNOTATION: "1234", HASH_VERSION_ANNOTATION: "v4"}
+    drifted = {"conditions": [{"type": "Drifted", "status": "True"}]}
+    cluster = _RecordingCluster(
+        [
+            {"metadata": {"name": "kept", "annotations": old}},
+            {"metadata": {"name": "drifted", "annotations": old}, "status": drifted},
+            {
+                "metadata": {
+                    "name": "current",
+                    "annotations": {HASH_VERSION_ANNOTATION: HASH_VERSION},
+                }
+            },
+        ]
+    )
+    controller = object.__new__(NodeClassController)
+    controller._cluster = cluster  # type: ignore[assignment]
+    controller._ensure_metadata(nodeclass)
+
+    patches = dict(cluster.patches)
+    assert patches["kept"] == {
+        "metadata": {
+            "annotations": {
+                HASH_ANNOTATION: nodeclass_hash(nodeclass.spec),
+                HASH_VERSION_ANNOTATION: HASH_VERSION,
+            }
+        }
+    }
+    assert patches["drifted"] == {
+        "metadata": {"annotations": {HASH_VERSION_ANNOTATION: HASH_VERSION}}
+    }
+    assert "current" not in patches
+    assert patches["ec2nodeclass/default"]["metadata"]["annotations"][HASH_VERSION_ANNOTATION] == (
+        HASH_VERSION
+    )
