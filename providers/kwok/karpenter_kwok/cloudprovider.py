@@ -262,7 +262,7 @@ class KWOKCloudProvider:
         """Every Node with a ``kwok://`` providerID, as NodeClaims."""
         self._errors.check("list")
         try:
-            response = self._core().list_node(_preload_content=False)
+            response = self._core().list_node()
         except k8s.ApiException as error:
             raise _api_error("listing nodes", error) from None
         nodes = json.loads(response.data)["items"]
@@ -309,13 +309,13 @@ class KWOKCloudProvider:
             return list(self._instance_types)
         return [_without(it, marked) for it in self._instance_types]
 
-    def _core(self) -> k8s.CoreV1Api:
+    def _core(self) -> _Nodes:
         if self._context.kube_client is None:
             raise CloudProviderError(
                 "the kwok provider launches nodes in a Kubernetes cluster running KWOK, and no "
                 "cluster is configured; offline, only the catalog is available (karpenter simulate)"
             )
-        return k8s.CoreV1Api(self._context.kube_client)
+        return _Nodes(self._context.kube_client)
 
     def _registration_delay(self, ref: NodeClassReference) -> timedelta:
         """Resolve the NodeClaim's KWOKNodeClass through the context's read view: missing means
@@ -338,22 +338,22 @@ class KWOKCloudProvider:
             raise NodeClassNotReady(f"{KIND} {ref.name!r} is not ready: {reason}")
         return node_class.spec.registration_delay()
 
-    def _read_node(self, api: k8s.CoreV1Api, name: str) -> dict[str, Any] | None:
+    def _read_node(self, api: _Nodes, name: str) -> dict[str, Any] | None:
         try:
-            response = api.read_node(name, _preload_content=False)
+            response = api.read_node(name)
         except k8s.ApiException as error:
             if error.status == 404:
                 return None
             raise _api_error(f"reading node {name}", error) from None
         return json.loads(response.data)
 
-    def _create_node(self, api: k8s.CoreV1Api, manifest: dict[str, Any]) -> dict[str, Any]:
+    def _create_node(self, api: _Nodes, manifest: dict[str, Any]) -> dict[str, Any]:
         """Create the Node (an existing one is kept); retried, as the apiserver may blink."""
         name = manifest["metadata"]["name"]
         attempt = 0
         while True:
             try:
-                response = api.create_node(manifest, _preload_content=False)
+                response = api.create_node(manifest)
                 return json.loads(response.data)
             except k8s.ApiException as error:
                 if error.status == 409:
@@ -363,7 +363,7 @@ class KWOKCloudProvider:
                     raise _api_error(f"creating node {name}", error) from None
             time.sleep(0.1 * 2**attempt)
 
-    def _create_later(self, api: k8s.CoreV1Api, manifest: dict[str, Any]) -> None:
+    def _create_later(self, api: _Nodes, manifest: dict[str, Any]) -> None:
         """Timer body: create the Node once the registration delay is over."""
         name = manifest["metadata"]["name"]
         try:
@@ -373,6 +373,44 @@ class KWOKCloudProvider:
         finally:
             with self._lock:
                 self._pending.pop(name, None)
+
+
+class _Nodes:
+    """The Node calls the provider makes (named as ``CoreV1Api``'s), as raw JSON over the
+    controller's ``ApiClient``: a process's first ``CoreV1Api`` takes seconds and about 20 MB
+    to build, which the first launch would wait for."""
+
+    def __init__(self, api_client: k8s.ApiClient) -> None:
+        self._api = api_client
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        _, url, sent, serialized, _ = self._api.param_serialize(
+            method, path, header_params=headers, body=body, auth_settings=["BearerToken"]
+        )
+        response = self._api.call_api(method, url, header_params=sent, body=serialized)
+        response.read()
+        if not 200 <= response.status < 300:
+            raise k8s.ApiException(http_resp=response)
+        return response
+
+    def read_node(self, name: str) -> Any:
+        """GET the Node."""
+        return self._call("GET", f"/api/v1/nodes/{name}")
+
+    def create_node(self, body: Mapping[str, Any]) -> Any:
+        """POST a Node."""
+        return self._call("POST", "/api/v1/nodes", dict(body))
+
+    def delete_node(self, name: str) -> Any:
+        """DELETE the Node."""
+        return self._call("DELETE", f"/api/v1/nodes/{name}")
+
+    def list_node(self) -> Any:
+        """LIST Nodes."""
+        return self._call("GET", "/api/v1/nodes")
 
 
 def _setting(context: ProviderContext, option: str, env: str) -> str | None:

@@ -290,3 +290,31 @@ def test_another_providers_node_class_gets_no_instance_types() -> None:
         provider.get_instance_types(_nodepool("default", "karpenter.k8s.aws", "EC2NodeClass")) == []
     )
     assert provider.get_instance_types(_nodepool("default", "karpenter.kwok.sh", "Other")) == []
+
+
+def test_launch_list_and_delete_never_build_the_generated_core_api(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process's first ``CoreV1Api`` takes seconds and about 20 MB to build; the provider's
+    Node calls are raw JSON over the ``ApiClient``, so the first launch does not wait for it."""
+    from karpenter_conformance.fakekube import FakeKube
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("CoreV1Api built")
+
+    monkeypatch.setattr(k8s, "CoreV1Api", refuse)
+    fake = FakeKube()
+    try:
+        context = ProviderContext(
+            kube_client=fake.api_client(),
+            node_classes=lambda kind, name: KWOKNodeClass(),
+        )
+        provider = KWOKCloudProvider.from_context(context)
+        launched = provider.create(_claim([_in(labels.CAPACITY_TYPE, "spot")]))
+        assert launched.status.provider_id.startswith("kwok://")
+        assert [c.status.provider_id for c in provider.list()] == [launched.status.provider_id]
+        with pytest.raises(NodeClaimNotFound):
+            provider.delete(launched)
+        assert provider.list() == []
+    finally:
+        fake.stop()
