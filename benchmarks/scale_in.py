@@ -467,6 +467,7 @@ def run(kubeconfig: Path, options: Options, workdir: Path, out: TextIO = sys.std
     quiet = QUIET[options.timers]
     begun = time.monotonic()
     recorder: invariants.Recorder | None = None
+    scale_changes: list[tuple[int, int]] = []
     try:
         controller.wait_ready(120)
         controller.wait_leading(120)
@@ -491,7 +492,8 @@ def run(kubeconfig: Path, options: Options, workdir: Path, out: TextIO = sys.std
             report.violations.append("the scale-up did not converge")
             return report
         for fraction in STEPS:
-            step = _step(workload, fraction, recorder, quiet, options, controller.alive)
+            step, window = _step(workload, fraction, recorder, quiet, options, controller.alive)
+            scale_changes.append(window)
             report.steps.append(step)
             print(_render_step(step), file=out, flush=True)
             if step.converged_s is None:
@@ -502,9 +504,10 @@ def run(kubeconfig: Path, options: Options, workdir: Path, out: TextIO = sys.std
         try:
             if recorder is not None:
                 snapshots = recorder.stop()
-                report.violations += [
-                    str(b) for b in invariants.check_all(snapshots, GC_WINDOW, TAINT_WINDOW)
-                ]
+                for phase in _phases(snapshots, scale_changes):
+                    report.violations += [
+                        str(b) for b in invariants.check_all(phase, GC_WINDOW, TAINT_WINDOW)
+                    ]
             report.elapsed = time.monotonic() - begun
             workload.remove()
         finally:
@@ -521,7 +524,9 @@ def _step(
     quiet: float,
     options: Options,
     alive: Callable[[], object],
-) -> Step:
+) -> tuple[Step, tuple[int, int]]:
+    """Run one step; the step and the recorder's looks from the scale change to the ReplicaSets
+    scaled down (their indices: the first look of each, or past the end)."""
     step = Step(fraction)
     nodes = workload.nodes()
     step.nodes_before, step.cost_before = len(nodes), workload.cost(nodes)
@@ -536,6 +541,7 @@ def _step(
         "the ReplicaSets scaled down",
         timeout=120,
     )
+    scaled = len(recorder.snapshots) + 1  # the look under way may predate the scale-down
     survivors = {
         p["metadata"]["uid"] for p in workload.pods() if not p["metadata"].get("deletionTimestamp")
     }
@@ -545,10 +551,27 @@ def _step(
     nodes = workload.nodes()
     step.nodes_after, step.cost_after = len(nodes), workload.cost(nodes)
     step.reference_nodes, step.reference_cost = workload.reference(pods)
-    snapshots = recorder.snapshots[max(first - 1, 0) :]
-    step.most_disrupting, step.budget = _disrupting(snapshots, workload.pools())
-    step.pdb_violations = [str(b) for b in invariants.pdb_violations(snapshots)]
-    return step
+    step.most_disrupting, step.budget = _disrupting(
+        recorder.snapshots[max(first - 1, 0) :], workload.pools()
+    )
+    step.pdb_violations = [str(b) for b in invariants.pdb_violations(recorder.snapshots[scaled:])]
+    return step, (first, scaled)
+
+
+def _phases(
+    snapshots: Sequence[invariants.Snapshot], scale_changes: Sequence[tuple[int, int]]
+) -> list[Sequence[invariants.Snapshot]]:
+    """The looks of each phase, for the invariants: the looks while the ReplicaSets scale down
+    are left out, and no look before a scale change is compared with one after it (the
+    Deployments' own scale-down removes healthy pods, which the PodDisruptionBudget check would
+    count as disrupted when a node they were on is tainted by the next look)."""
+    phases = []
+    start = 0
+    for first, scaled in scale_changes:
+        phases.append(snapshots[start:first])
+        start = scaled
+    phases.append(snapshots[start:])
+    return [phase for phase in phases if phase]
 
 
 # -- the command ---------------------------------------------------------------------------------
