@@ -159,7 +159,8 @@ def prepare(benchmark: bool = True, log: Log = _stderr) -> Upstream:
         fcntl.flock(lock, fcntl.LOCK_EX)
         env, source = _toolchain_env()
         upstream = Upstream(source, bin_dir / "kwok", bin_dir / "scheduling.test")
-        # One after the other: the test binary reuses most of the controller's compiled packages.
+        # One after the other, with the same -trimpath: the test binary reuses most of the
+        # controller's compiled packages.
         if not upstream.controller.is_file():
             log(f"[upstream] building {MODULE}/kwok@{VERSION} ({env.get('GOTOOLCHAIN')})")
             _run(
@@ -177,6 +178,7 @@ def prepare(benchmark: bool = True, log: Log = _stderr) -> Upstream:
                 [
                     "test",
                     "-c",
+                    "-trimpath",
                     "-tags",
                     "test_performance",
                     "-o",

@@ -165,8 +165,14 @@ def _lease_held(api: client.ApiClient) -> bool:
 
 def _alive(controller: Controller, log: Path) -> bool:
     if controller.process.poll() is not None:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
-        raise RuntimeError(f"the controller exited with {controller.process.returncode}:\n{tail}")
+        lines = log.read_text(errors="replace").splitlines()
+        last = ""
+        with contextlib.suppress(ValueError, IndexError, AttributeError):
+            last = f" after logging {json.loads(lines[-1])['message']!r}"
+        tail = "\n".join(lines[-30:])
+        raise RuntimeError(
+            f"the controller exited with {controller.process.returncode}{last}\n{tail}"
+        )
     return True
 
 
@@ -304,11 +310,14 @@ _KEYS = ("seconds", "nodeclaims", "cost", "peak_rss_mb", "cpu_seconds")
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Medians per controller and the ratios ours/upstream."""
+    """Medians per controller (of the runs that finished) and the ratios ours/upstream."""
     medians: dict[str, dict[str, float]] = {}
     for which in (OURS, UPSTREAM):
-        mine = [r for r in runs if r["controller"] == which]
-        medians[which] = {k: round(statistics.median(r[k] for r in mine), 3) for k in _KEYS}
+        mine = [r for r in runs if r["controller"] == which and "error" not in r]
+        medians[which] = {
+            k: round(statistics.median(r[k] for r in mine), 3) if mine else float("nan")
+            for k in _KEYS
+        }
     ratios = {
         k: round(medians[OURS][k] / medians[UPSTREAM][k], 2) if medians[UPSTREAM][k] else None
         for k in _KEYS
@@ -325,6 +334,10 @@ def markdown(sizes: list[dict[str, Any]]) -> str:
     ]
     for size in sizes:
         for run in size["runs"]:
+            if "error" in run:
+                reason = run["error"].splitlines()[0]
+                lines.append(f"| {run['pods']:,} | {run['controller']} | failed: {reason} |")
+                continue
             types = ", ".join(f"{n} x {t}" for t, n in run["types"].items())
             lines.append(
                 f"| {run['pods']:,} | {run['controller']} | {run['seconds']:.2f} s "
@@ -400,7 +413,13 @@ def end_to_end(
     for repetition in range(repeat):
         order = (OURS, UPSTREAM) if repetition % 2 == 0 else (UPSTREAM, OURS)
         for which in order:
-            run = run_once(which, pods, state_dir, work, upstream)
+            try:
+                run = run_once(which, pods, state_dir, work, upstream)
+            except (RuntimeError, TimeoutError) as error:
+                # A controller that exits or stalls is a result too: kept, left out of medians.
+                runs.append({"controller": which, "pods": pods, "error": str(error)[:2000]})
+                print(f"{pods:>5} pods  {which:<8} failed: {str(error)[:300]}", flush=True)
+                continue
             runs.append(run)
             print(
                 f"{pods:>5} pods  {which:<8} {run['seconds']:>7.2f} s  "
