@@ -93,7 +93,9 @@ class Operator:
         self.elector = (
             None
             if settings.disable_leader_election
-            else LeaderElector(kube, settings, self.identity, terminate=terminate)
+            else LeaderElector(
+                kube.with_own_rate_limit(), settings, self.identity, terminate=terminate
+            )
         )
         self.probes: Probes | None = None
         self.stopping = threading.Event()

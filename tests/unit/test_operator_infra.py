@@ -153,6 +153,25 @@ def test_events_have_a_rate_limit_of_their_own() -> None:
     assert kube.bucket.reserve() == 0, "a burst of events leaves the controllers' budget alone"
 
 
+def test_leader_election_has_a_rate_limit_of_its_own() -> None:
+    """Lease renewals never wait behind the controllers' requests (client-go's leader election
+    has a clientset, so a token bucket, of its own): a busy controller does not lose its Lease."""
+    from kubernetes import client as k8s
+
+    from karpenter_core.cloudprovider.plugin import ProviderRecord
+
+    kube = KubeClient(
+        k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:9")),
+        Settings(kube_client_qps=10, kube_client_burst=3),
+    )
+    settings = Settings(metrics_port=0, health_probe_port=0, kube_client_qps=10)
+    operator = Operator(settings, ProviderRecord(name="none", factory=lambda _: _NoCloud()), kube)
+    assert operator.elector is not None
+    for _ in range(50):
+        kube.bucket.reserve()
+    assert operator.elector.client.bucket.reserve() == 0, "the controllers' burst spares the Lease"
+
+
 def test_api_errors_map_to_types() -> None:
     assert isinstance(_error(409, b'{"reason":"AlreadyExists","message":"x"}', {}), Conflict)
     assert isinstance(_error(410, b"{}", {}), Gone)
