@@ -341,7 +341,8 @@ def test_a_failing_drift_check_is_noted_and_the_node_is_not_drifted():
 
 
 def test_every_node_left_alone_is_listed_with_the_reason(tmp_path):
-    event = (datetime.now(UTC) - timedelta(seconds=12)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    started = datetime.now(UTC)
+    event = (started - timedelta(seconds=12)).strftime("%Y-%m-%dT%H:%M:%SZ")
     claim = f"""---
 apiVersion: karpenter.sh/v1
 kind: NodeClaim
@@ -354,7 +355,7 @@ status:
   lastPodEventTime: "{event}"
 """
     manifests = (
-        nodepool("waiting", after="30s")
+        nodepool("waiting", after="10m")
         + nodepool("emptyonly", policy="WhenEmpty")
         + nodepool("never", after="Never")
         + kwok_node("waiting-1", 4, "waiting")
@@ -365,12 +366,15 @@ status:
         + claim
     )
     report = simulate(tmp_path, manifests, "--disrupt")
+    took = (datetime.now(UTC) - started).total_seconds()
     assert report["disruption"] == []
     blocked = report["disruption_blocked"]
-    assert re.fullmatch(
-        r"consolidateAfter \(30s\) has not elapsed since the last pod event \(1\ds ago\)",
+    reason = re.fullmatch(
+        r"consolidateAfter \(10m\) has not elapsed since the last pod event \((\d+)s ago\)",
         blocked["waiting-1"],
     )
+    assert reason, blocked["waiting-1"]
+    assert 11 <= int(reason.group(1)) <= 13 + took, "the age of the last pod event"
     assert blocked["busy-1"] == (
         "NodePool emptyonly has consolidationPolicy WhenEmpty and the node has 1 pod(s) to move"
     )
