@@ -59,6 +59,12 @@ def cache_dir() -> Path:
     return build.cache_root() / f"upstream-karpenter-{VERSION}"
 
 
+def is_built() -> bool:
+    """Whether the release's controller and scheduling benchmark are in the cache."""
+    bin_dir = cache_dir() / "bin"
+    return (bin_dir / "kwok").is_file() and (bin_dir / "scheduling.test").is_file()
+
+
 @dataclass(frozen=True)
 class Upstream:
     """The built release: its source tree (read-only, in the module cache) and binaries."""
@@ -226,3 +232,7 @@ def run_scheduling_benchmark(upstream: Upstream, pods: int) -> dict[str, float]:
         "pods_per_second": metrics["pods/sec"],
         "nodes": metrics.get("nodes", 0.0),
     }
+
+
+if __name__ == "__main__":
+    prepare()
