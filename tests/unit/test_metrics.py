@@ -7,7 +7,6 @@ import re
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,13 +16,13 @@ from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.cloudprovider.types import InsufficientCapacity, RepairPolicy
 from karpenter_core.controllers.context import Context
 from karpenter_core.controllers.node_repair import NodeRepair
-from karpenter_core.controllers.nodepool import NodePoolController
 from karpenter_core.controllers.status_conditions import StatusConditionController
 from karpenter_core.controllers.termination import DrainPlan, TerminationController, drain_reason
 from karpenter_core.operator import metrics
 from karpenter_core.operator.kube import NotFound, TooManyRequests
 from karpenter_core.operator.state import ClusterNode, ClusterPod
 from karpenter_kwok.nodeclass import KWOKNodeClass
+from tests.unit.nodepool_fixtures import StaticState, nodepool_controller
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,47 +66,6 @@ def _node(name: str, nodepool: str, *, initialized: bool = True, **extra: Any) -
     )
 
 
-class _State:
-    def __init__(self, nodepools: list[NodePool], nodes: list[ClusterNode]) -> None:
-        self.pools = nodepools
-        self.node_list = nodes
-
-    def nodepools(self) -> list[NodePool]:
-        return self.pools
-
-    def nodes(self) -> list[ClusterNode]:
-        return self.node_list
-
-    def nodeclaims(self) -> list[NodeClaim]:
-        return []
-
-
-class _Client:
-    def __init__(self) -> None:
-        self.patches: list[tuple[str, Any]] = []
-
-    def patch(self, path: str, body: Any) -> dict[str, Any]:
-        self.patches.append((path, body))
-        return {}
-
-
-class _Provider:
-    def node_class_readiness(self, nodepool: NodePool) -> Any:
-        return SimpleNamespace(ready=True, reason="")
-
-
-def _controller(state: _State) -> NodePoolController:
-    context = Context(
-        settings=None,  # type: ignore[arg-type]
-        client=_Client(),  # type: ignore[arg-type]
-        state=state,  # type: ignore[arg-type]
-        provider=_Provider(),  # type: ignore[arg-type]
-        events=None,  # type: ignore[arg-type]
-        clock=lambda: NOW,
-    )
-    return NodePoolController(context)
-
-
 def test_nodepool_controller_sets_usage_limits_and_allowed_disruptions() -> None:
     budgets = [
         {"nodes": "50%", "reasons": ["Drifted"]},
@@ -123,7 +81,7 @@ def test_nodepool_controller_sets_usage_limits_and_allowed_disruptions() -> None
             taints=[{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}],
         )
     )
-    controller = _controller(_State([pool], nodes))
+    controller = nodepool_controller(StaticState([pool], nodes))
     controller.reconcile()
 
     usage = "karpenter_nodepools_usage"
@@ -147,7 +105,7 @@ def test_allowed_disruptions_follow_the_reason_and_percentage() -> None:
     budgets = [{"nodes": "10%", "reasons": ["Empty"]}, {"nodes": "0", "reasons": ["Drifted"]}]
     pool = _nodepool("metrics-b", budgets, {})
     nodes = [_node(f"b-{i}", "metrics-b") for i in range(15)]
-    _controller(_State([pool], nodes)).reconcile()
+    nodepool_controller(StaticState([pool], nodes)).reconcile()
     allowed = "karpenter_nodepools_allowed_disruptions"
     assert _value(allowed, nodepool="metrics-b", reason="Empty") == 2.0  # ceil(1.5)
     assert _value(allowed, nodepool="metrics-b", reason="Drifted") == 0.0
@@ -158,8 +116,8 @@ def test_allowed_disruptions_follow_the_reason_and_percentage() -> None:
 
 def test_series_of_a_deleted_nodepool_are_removed() -> None:
     pool = _nodepool("metrics-c", [{"nodes": "1"}], {"cpu": "10"})
-    state = _State([pool], [_node("c-0", "metrics-c")])
-    controller = _controller(state)
+    state = StaticState([pool], [_node("c-0", "metrics-c")])
+    controller = nodepool_controller(state)
     controller.reconcile()
     assert _value("karpenter_nodepools_limit", nodepool="metrics-c", resource_type="cpu") == 10
     state.pools = []
@@ -170,8 +128,8 @@ def test_series_of_a_deleted_nodepool_are_removed() -> None:
 
 def test_removed_limit_is_no_longer_exported() -> None:
     pool = _nodepool("metrics-d", [{"nodes": "1"}], {"cpu": "10", "memory": "10Gi"})
-    state = _State([pool], [_node("d-0", "metrics-d")])
-    controller = _controller(state)
+    state = StaticState([pool], [_node("d-0", "metrics-d")])
+    controller = nodepool_controller(state)
     controller.reconcile()
     state.pools = [_nodepool("metrics-d", [{"nodes": "1"}], {"cpu": "10"})]
     controller.reconcile()

@@ -4,18 +4,14 @@ drifting them."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
-from karpenter_core.controllers.context import Context
-from karpenter_core.controllers.nodepool import NodePoolController
+from tests.unit.nodepool_fixtures import RecordingClient, StaticState, nodepool_controller
 
-NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 OLD = {wk.NODEPOOL_HASH: "6821555240831079241", wk.NODEPOOL_HASH_VERSION: "v3"}
 
 
@@ -52,47 +48,10 @@ def _nodeclaim(name: str, nodepool: str, annotations: dict[str, str], **status: 
     )
 
 
-class _State:
-    def __init__(self, nodepools: list[NodePool], nodeclaims: list[NodeClaim]) -> None:
-        self.pools = nodepools
-        self.claims = nodeclaims
-
-    def nodepools(self) -> list[NodePool]:
-        return self.pools
-
-    def nodeclaims(self) -> list[NodeClaim]:
-        return self.claims
-
-    def nodes(self) -> list[Any]:
-        return []
-
-
-class _Client:
-    def __init__(self) -> None:
-        self.patches: list[tuple[str, Any]] = []
-
-    def patch(self, path: str, body: Any) -> dict[str, Any]:
-        self.patches.append((path, body))
-        return {}
-
-
-class _Provider:
-    def node_class_readiness(self, nodepool: NodePool) -> Any:
-        return SimpleNamespace(ready=True, reason="")
-
-
-def _reconcile(state: _State) -> list[tuple[str, Any]]:
-    client = _Client()
-    context = Context(
-        settings=None,  # type: ignore[arg-type]
-        client=client,  # type: ignore[arg-type]
-        state=state,  # type: ignore[arg-type]
-        provider=_Provider(),  # type: ignore[arg-type]
-        events=None,  # type: ignore[arg-type]
-        clock=lambda: NOW,
-    )
-    NodePoolController(context).reconcile()
-    return client.patches
+def _reconcile(state: StaticState) -> list[tuple[str, Any]]:
+    controller = nodepool_controller(state)
+    controller.reconcile()
+    return cast(RecordingClient, controller.context.client).patches
 
 
 def _annotation_patches(patches: list[tuple[str, Any]]) -> dict[str, dict[str, str]]:
@@ -115,7 +74,7 @@ def test_a_hash_version_change_restamps_the_nodepools_nodeclaims() -> None:
         ),
         _nodeclaim("other-pool", "batch", OLD),
     ]
-    patches = _reconcile(_State([pool], claims))
+    patches = _reconcile(StaticState([pool], nodeclaims=claims))
 
     assert _annotation_patches(patches) == {
         "kept": {wk.NODEPOOL_HASH: wanted, wk.NODEPOOL_HASH_VERSION: HASH_VERSION},
@@ -134,5 +93,5 @@ def test_a_nodepool_of_this_hash_version_leaves_its_nodeclaims_alone() -> None:
     pool = _nodepool({})
     wanted = nodepool_hash(pool.to_manifest())
     pool = _nodepool({wk.NODEPOOL_HASH: wanted, wk.NODEPOOL_HASH_VERSION: HASH_VERSION})
-    patches = _reconcile(_State([pool], [_nodeclaim("old", "web", OLD)]))
+    patches = _reconcile(StaticState([pool], nodeclaims=[_nodeclaim("old", "web", OLD)]))
     assert _annotation_patches(patches) == {}
