@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
 from typing import Any
@@ -13,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from karpenter_core.apis.v1.nodepool import NodePool
+from karpenter_core.cli.provider_log import WarningCollector, collecting_logger
 from karpenter_core.cloudprovider.plugin import ProviderContext, ProviderRecord
 from karpenter_core.cloudprovider.registry import discover
 from karpenter_core.cloudprovider.types import CloudProviderError
@@ -36,17 +36,6 @@ __all__ = ["convert", "converted_documents", "converters"]
 def converters() -> list[NodeClassConverter]:
     """The NodeClass converters of the installed providers."""
     return [record.convert() for record in discover().records.values() if record.convert]
-
-
-class _Warnings(logging.Handler):
-    """Keeps what a provider logs while it is built offline (a region it assumed)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
 
 
 def _owner(obj: Mapping[str, Any]) -> tuple[ProviderRecord, type[BaseModel]] | None:
@@ -126,9 +115,8 @@ def _offline(
     result: Conversion,
 ) -> Any:
     """The provider built offline (its packaged catalog), or None with a note saying why."""
-    handler = _Warnings()
-    logger = logging.getLogger(f"karpenter.convert.{record.name}")
-    logger.propagate, logger.handlers = False, [handler]
+    handler = WarningCollector()
+    logger = collecting_logger(f"karpenter.convert.{record.name}", handler)
     try:
         cloud = record.factory(
             ProviderContext(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ from karpenter_core.cli.disrupt import (
     print_disruption,
     with_pod_events,
 )
+from karpenter_core.cli.provider_log import WarningCollector, collecting_logger
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.registry import UnknownProviderError, discover
 from karpenter_core.cloudprovider.types import CloudProviderError, Offering
@@ -81,25 +81,6 @@ def _bytes(milli: int) -> str:
             break
         value, unit = value / 1024, suffix
     return f"{value:.2f}".rstrip("0").rstrip(".") + unit
-
-
-class _Collected(logging.Handler):
-    """Keeps the messages the provider logs (a default it assumed, say) to show them as notes."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-def _provider_logger(collected: _Collected) -> logging.Logger:
-    """The provider's logger for one simulation: its warnings become notes."""
-    logger = logging.getLogger("karpenter.simulate.provider")
-    logger.propagate = False
-    logger.handlers = [collected]
-    return logger
 
 
 def _explain_unserved(results: Results, unserved: Mapping[str, str], served: bool) -> None:
@@ -286,13 +267,13 @@ def simulate(
     and is ignored; --strict makes it an error. NodePools, NodeClaims and NodeClasses are checked
     against their CRD schemas, core kinds against the API types of the Kubernetes client.
     """
-    collected = _Collected()
+    collected = WarningCollector()
     try:
         record = discover().provider(provider)
         given: dict[tuple[str, str], Any] = {}  # the input's NodeClasses, by kind and name
         context = ProviderContext(
             settings=_settings(provider, ctx.params),
-            logger=_provider_logger(collected),
+            logger=collecting_logger("karpenter.simulate.provider", collected),
             node_classes=lambda kind, name: given.get((kind, name)),
         )
         cloud = record.factory(context)
