@@ -9,6 +9,7 @@ evictions under a PodDisruptionBudget, disruption and garbage collection.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -205,6 +206,61 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         _stop(*cluster.running)
         kube.close()
         fake.stop()
+
+
+def test_pods_awaiting_the_kube_scheduler_launch_only_what_existing_room_cannot_hold(
+    cluster: Cluster,
+) -> None:
+    """Six 1-CPU pods, an existing node with 4 CPU free: NodeClaims for two pods' worth, without
+    waiting for an Unschedulable verdict; the four that fit are left to the kube-scheduler. No
+    kube-scheduler runs on the fake API, so no pod is ever marked Unschedulable or bound."""
+    fake, kube, operator = cluster.fake, cluster.kube, cluster.operator
+    kube.create(
+        NODES,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "existing", "labels": {"kubernetes.io/os": "linux"}},
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        },
+    )
+    state = operator.state
+    wait_until(lambda: state.node("existing"), "the node seen", timeout=TIMEOUT)
+    kube.create(NODEPOOLS, _nodepool("web"))
+    for n in range(6):
+        kube.create(
+            PODS,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"web-{n}"},
+                "spec": {
+                    "containers": [
+                        {"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}
+                    ]
+                },
+            },
+        )
+
+    def requested() -> int:
+        claims = fake.items(NODECLAIMS)
+        return sum(int(c["spec"]["resources"]["requests"]["cpu"]) for c in claims)
+
+    wait_until(lambda: requested() == 2, "NodeClaims for the 2 pods beyond 4 CPU", timeout=TIMEOUT)
+    wait_until(
+        lambda: sum(state.nomination(f"default/web-{n}") is not None for n in range(6)) == 2,
+        "the 2 pods nominated to the NodeClaims",
+        timeout=TIMEOUT,
+    )
+    time.sleep(1.0)  # several batch windows: later passes launch nothing more for them
+    assert requested() == 2
+    assert all(state.nomination(f"default/web-{n}") != "existing" for n in range(6)), (
+        "the kube-scheduler places the others; they are not nominated"
+    )
 
 
 def _launched_node(cluster: Cluster) -> tuple[str, str]:
