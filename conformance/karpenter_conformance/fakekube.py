@@ -54,6 +54,7 @@ import math
 import random
 import re
 import string
+import sys
 import threading
 import time
 import uuid
@@ -75,6 +76,11 @@ class LoopbackServer(ThreadingHTTPServer):
 
     request_queue_size = 128
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (a watch closed mid-stream) is no error of the server's."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 NO_STATUS_SUBRESOURCE = frozenset({"leases", "events", "configmaps", "secrets", "namespaces"})

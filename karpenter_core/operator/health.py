@@ -6,9 +6,11 @@ server answers all three paths. Port 0 picks a free port (see ``metrics_port``/`
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -26,6 +28,13 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], routes: dict[str, Callable[[], tuple]]) -> None:
         self.routes = routes
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (a probe that timed out) is no error of the server's: no
+        traceback for it; anything else is printed as the standard library does."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -251,6 +251,26 @@ def test_probes_serve_health_readiness_and_metrics() -> None:
         probes.stop()
 
 
+def test_a_client_hanging_up_on_a_probe_prints_no_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import socket
+    import struct
+
+    probes = Probes(0, 0, ready=lambda: True).start()
+    try:
+        client = socket.create_connection(("127.0.0.1", probes.health_port), timeout=5)
+        client.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # headers not finished
+        # Close with a reset (linger 0), as a probe that timed out may.
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()
+        time.sleep(0.5)
+        assert _get(probes.health_port, "/healthz")[0] == 200, "the server still serves"
+    finally:
+        probes.stop()
+    assert "Traceback" not in capsys.readouterr().err
+
+
 def test_a_launching_node_is_capacity_on_its_way() -> None:
     from karpenter_core.apis.v1.nodeclaim import NodeClaim
     from karpenter_core.operator.state import _as_launching
