@@ -662,8 +662,14 @@ EPHEMERAL_TAINTS = frozenset(
 
 def _as_launching(view: NodeInfo, claim: NodeClaim) -> None:
     """A node of a NodeClaim that is not initialized yet is capacity on its way, as upstream
-    treats it: not initialized, its ephemeral and startup taints ignored, and the NodeClaim's
-    expected allocatable used while the node reports none."""
+    treats it: not initialized, its ephemeral and startup taints ignored, the NodeClaim's
+    expected allocatable used while the node reports none, and, until the node is registered
+    (its labels are copied from the NodeClaim then), the NodeClaim's labels under the node's:
+    a Node created a moment before registration would otherwise lack its NodePool's labels, fit
+    no pod meant for it, and hide its NodeClaim's capacity from the pass."""
+    if view.labels.get(wk.NODE_REGISTERED) != "true":
+        view.labels = {**claim.metadata.labels, **view.labels}
+        view.nodepool = view.labels.get(wk.NODEPOOL)
     view.initialized = view.labels.get(wk.NODE_INITIALIZED) == "true"
     if view.initialized:
         return

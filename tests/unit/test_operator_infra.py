@@ -307,6 +307,41 @@ def test_a_launching_node_is_capacity_on_its_way() -> None:
     assert ready.initialized and len(ready.taints) == 4
 
 
+def test_a_node_not_registered_yet_carries_its_nodeclaims_labels() -> None:
+    """Between a Node's creation and its registration the pass sees the NodeClaim's labels (its
+    NodePool, instance type, zone), so a pod meant for the NodeClaim still fits it; once
+    registered, the node's own labels are the truth."""
+    from karpenter_core.apis.v1.nodeclaim import NodeClaim
+    from karpenter_core.operator.state import _as_launching
+
+    claim = NodeClaim.from_manifest(
+        {
+            "metadata": {
+                "name": "c",
+                "labels": {"karpenter.sh/nodepool": "web", "node.kubernetes.io/instance-type": "m"},
+            },
+            "spec": {
+                "nodeClassRef": {"group": "g.sh", "kind": "K", "name": "n"},
+                "requirements": [],
+            },
+            "status": {"allocatable": {"cpu": "4"}},
+        }
+    )
+    fresh = ClusterNode.decode({"metadata": {"name": "n", "labels": {"zone": "a"}}})
+    _as_launching(fresh, claim)
+    assert fresh.nodepool == "web"
+    assert fresh.labels["node.kubernetes.io/instance-type"] == "m"
+    assert fresh.labels["zone"] == "a" and fresh.labels["kubernetes.io/hostname"] == "n"
+
+    registered = ClusterNode.decode(
+        {"metadata": {"name": "n", "labels": {"karpenter.sh/registered": "true"}}}
+    )
+    _as_launching(registered, claim)
+    assert (
+        registered.nodepool is None and "node.kubernetes.io/instance-type" not in registered.labels
+    )
+
+
 class _LeaseEndpoint:
     """An in-memory Lease behind the KubeClient verbs the elector uses. Once ``hang`` is set,
     every request hangs: for its timeout (then fails, as a socket read timeout does) or, with
