@@ -12,6 +12,10 @@ be tried), no empty and no drifted node:
   another node, no merge fits the allowed sizes and no replacement is cheaper: every candidate
   of multi-node and single-node consolidation is considered and none gives a command.
 
+``--spread F`` gives the first pod of a share F of the nodes (every 1/F-th node) a required
+hostname anti-affinity against its kind, as the scale-in benchmark's ``spread`` Deployment: pods
+already bound with a required anti-affinity constrain every simulation.
+
 Timed: ``planner._next_command`` (one full pass: candidates, emptiness, drift, multi-node,
 single-node), and each scheduling simulation inside it (by wrapping ``Simulator.run``); counted:
 simulations run and consolidations ruled out without one. Targets: a pass under 1 s at 1,000
@@ -19,7 +23,7 @@ nodes and under 5 s at 5,000 nodes, with one NodePool or 25.
 
     .venv/bin/python benchmarks/disruption.py [--repeat 3] [--nodes 5000] [--nodepools 25]
                                               [--scenario nothing] [--profile]
-                                              [--gc on|freeze|off]
+                                              [--gc on|freeze|off] [--spread 0.1]
 """
 
 from __future__ import annotations
@@ -118,6 +122,21 @@ def _pod(serial: int, app: int, cpu_milli: int, memory_bytes: int) -> Any:
     )
 
 
+SPREAD_LABELS = {"app": "spread"}
+SPREAD_ANTI_AFFINITY = {
+    "requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": SPREAD_LABELS}, "topologyKey": "kubernetes.io/hostname"}
+    ]
+}
+
+
+def _spread(pod: Any) -> Any:
+    """``pod`` as one of a Deployment whose pods must not share a node."""
+    pod.labels = dict(SPREAD_LABELS)
+    pod.pod_anti_affinity = SPREAD_ANTI_AFFINITY
+    return pod
+
+
 def _fill(
     rng: random.Random, serial: int, instance_type: Any, family: str, count: int, used: float
 ) -> list[Any]:
@@ -127,9 +146,10 @@ def _fill(
     return [_pod(serial + i, rng.randrange(200), cpu, memory) for i in range(count)]
 
 
-def cluster(scenario: str, nodes_: int = NODES, nodepools: int = 1) -> Any:
+def cluster(scenario: str, nodes_: int = NODES, nodepools: int = 1, spread: float = 0.0) -> Any:
     """The snapshot of ``scenario`` ("command" or "nothing"): ``nodes_`` nodes with ten pods each
-    on average, dealt round-robin to ``nodepools`` NodePools of the same template."""
+    on average, dealt round-robin to ``nodepools`` NodePools of the same template; the first pod
+    of every ``1/spread``-th node with a required hostname anti-affinity."""
     from karpenter_core.scheduling.snapshot import Snapshot
     from karpenter_kwok.cloudprovider import load_instance_types
 
@@ -164,6 +184,9 @@ def cluster(scenario: str, nodes_: int = NODES, nodepools: int = 1) -> Any:
             pods = _fill(rng, serial, it, family, counts[index], used)
             serial += counts[index]
             nodes.append(_node(index, it, ZONES[index % 4], pods, names[index % nodepools]))
+    if spread > 0:
+        for node in nodes[:: max(round(1 / spread), 1)]:
+            _spread(node.pods[0])
     return Snapshot(
         nodepools=[nodepool(name) for name in names],
         instance_types={name: catalog for name in names},
@@ -258,6 +281,12 @@ def main() -> None:
     parser.add_argument("--scenario", choices=("command", "nothing", "both"), default="both")
     parser.add_argument("--nodes", type=int, default=NODES, help="nodes (ten pods each)")
     parser.add_argument("--nodepools", type=int, default=1, help="NodePools the nodes share")
+    parser.add_argument(
+        "--spread",
+        type=float,
+        default=0.0,
+        help="share of nodes whose first pod has a required hostname anti-affinity",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile one pass per scenario")
     parser.add_argument("--top", type=int, default=20, help="functions shown by --profile")
     parser.add_argument(
@@ -276,6 +305,7 @@ def main() -> None:
             "nodes",
             "pods",
             "nodepools",
+            "spread",
             "pass s",
             "cpu s",
             "simulated",
@@ -288,7 +318,7 @@ def main() -> None:
     ]
     profiles: dict[str, str] = {}
     for scenario in scenarios:
-        snapshot = cluster(scenario, args.nodes, args.nodepools)
+        snapshot = cluster(scenario, args.nodes, args.nodepools, args.spread)
         gc.collect()
         if args.gc == "freeze":
             gc.freeze()
@@ -307,6 +337,7 @@ def main() -> None:
                 str(len(snapshot.nodes)),
                 str(pods),
                 str(args.nodepools),
+                f"{args.spread:g}",
                 f"{median.seconds:.2f}",
                 f"{median.cpu:.2f}",
                 str(len(median.simulations)),

@@ -86,7 +86,7 @@ class Simulator:
             nodeclaims=[
                 claim
                 for claim in self.snapshot.nodeclaims
-                if not {claim.status.node_name, claim.status.provider_id} & gone
+                if claim.status.node_name not in gone and claim.status.provider_id not in gone
             ],
             pending=[*self.snapshot.pending, *moved],
         )

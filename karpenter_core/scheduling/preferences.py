@@ -26,7 +26,7 @@ from karpenter_core.scheduling.topology import (
     TopologyGroup,
 )
 
-__all__ = ["PodState", "affinity_terms"]
+__all__ = ["PodState", "affinity_terms", "inverse_groups"]
 
 _TOLERATE_PREFER_NO_SCHEDULE = Toleration(operator="Exists", effect="PreferNoSchedule")
 
@@ -64,6 +64,34 @@ def _selector(pod: PodInfo, obj: Mapping[str, Any]) -> LabelSelector | None:
     if selector is not None and keys:
         selector = selector.with_labels({k: pod.labels[k] for k in keys if k in pod.labels})
     return selector
+
+
+def _term_groups(
+    topology: Topology, pod: PodInfo, kind: str, terms: Sequence[Mapping[str, Any]]
+) -> list[TopologyGroup]:
+    """The ``kind`` groups of ``pod``'s pod (anti-)affinity ``terms``."""
+    out = []
+    for term in terms:
+        selector = _selector(pod, term)
+        if selector is None:
+            continue
+        term_key = str(term["topologyKey"])
+        namespaces = _namespaces(pod, term)
+        out.append(
+            topology.group(
+                (kind, term_key, selector, namespaces),
+                partial(TopologyGroup, kind, term_key, selector, namespaces),
+            )
+        )
+    return out
+
+
+def inverse_groups(pod: PodInfo, topology: Topology) -> list[TopologyGroup]:
+    """The INVERSE groups of a bound pod's required anti-affinity: all a pod already on a node
+    imposes on the pods placed after it. (Its other groups count the bound pods whenever a pod
+    placed in the run first needs them.)"""
+    required, _ = affinity_terms(pod.pod_anti_affinity)
+    return _term_groups(topology, pod, INVERSE, required)
 
 
 class PodState:
@@ -183,18 +211,7 @@ class PodState:
             (ANTI_AFFINITY, (*self.required_anti_affinity, *self.preferred_anti_affinity)),
             (INVERSE, self.required_anti_affinity),
         ):
-            for term in terms:
-                selector = _selector(pod, term)
-                if selector is None:
-                    continue
-                term_key = str(term["topologyKey"])
-                namespaces = _namespaces(pod, term)
-                out.append(
-                    topology.group(
-                        (kind, term_key, selector, namespaces),
-                        partial(TopologyGroup, kind, term_key, selector, namespaces),
-                    )
-                )
+            out.extend(_term_groups(topology, pod, kind, terms))
         return out
 
     def limited_per_node(self, groups: Sequence[TopologyGroup]) -> bool:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, to_milli
-from karpenter_core.scheduling.preferences import PodState
+from karpenter_core.scheduling.preferences import PodState, inverse_groups
 from karpenter_core.scheduling.requirements import Requirement, Requirements
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 from karpenter_core.scheduling.taints import Taint, untolerated
@@ -438,9 +438,7 @@ class _Solver:
         self.topology = Topology(self._domain_sources, self._bound)
         for existing in self.existing:
             for pod in existing.owners:
-                state = PodState(pod, Requirements())
-                owned = state.groups(self.topology, state.requirements())
-                self.topology.record_owner(pod, owned, existing)
+                self.topology.record_owner(pod, inverse_groups(pod, self.topology), existing)
         self._topology_reason = ""
         self._required = Requirements()
         self._requirements: dict[tuple[object, ...], tuple[Requirements, Requirements]] = {}
@@ -501,15 +499,17 @@ class _Solver:
         catalog = {
             name: {it.name: it for it in types} for name, types in snapshot.instance_types.items()
         }
+        unregistered = [
+            claim
+            for claim in snapshot.nodeclaims
+            if claim.metadata.deletion_timestamp is None
+            and claim.status.node_name not in registered
+            and claim.status.provider_id not in registered
+        ]
         out = []
-        for claim in sorted(snapshot.nodeclaims, key=lambda c: c.metadata.name or ""):
+        for claim in sorted(unregistered, key=lambda c: c.metadata.name or ""):
             manifest = claim.to_manifest()
-            meta, spec, status = manifest["metadata"], manifest["spec"], manifest.get("status", {})
-            if (
-                meta.get("deletionTimestamp")
-                or {status.get("nodeName"), status.get("providerID")} & registered
-            ):
-                continue
+            meta, spec = manifest["metadata"], manifest["spec"]
             requirements = Requirements.from_node_selector(spec.get("requirements") or ())
             requirements.add(*Requirements.from_labels(meta.get("labels") or {}).values())
             nodepool = requirements.labels().get(wk.NODEPOOL, "")
