@@ -281,6 +281,7 @@ def _next_command(
     blocked: dict[str, str],
     exclude: Collection[str] = (),
     simulator: Simulator | None = None,
+    tried: set[str] | None = None,
 ) -> Command | None:
     found, why = candidates(snapshot, now)
     blocked.update(why)
@@ -322,9 +323,13 @@ def _next_command(
     if best is not None:
         return best
     for candidate in _allowed(underused, allowed):
+        if tried is not None and candidate.name in tried:
+            continue
         command = _consolidate(simulator, [candidate], "underutilized", options, scorer)
         if command is not None:
             return command
+        if tried is not None:
+            tried.add(candidate.name)
         refusal = scorer.refused.get(candidate.name, "no cheaper placement for its pods")
         blocked.setdefault(candidate.name, refusal)
     return None
@@ -457,17 +462,21 @@ def next_command(
     options: Options | None = None,
     blocked: dict[str, str] | None = None,
     exclude: Collection[str] = (),
+    tried: set[str] | None = None,
 ) -> Command | None:
     """The one command the controller should carry out now: an expired node first (forceful,
     outside the budgets, nothing launched first), else the first command of emptiness, drift,
     multi-node and single-node consolidation. Nodes named in ``exclude`` (nominated, already
     being disrupted) are never candidates; ``blocked`` collects why other nodes were left
-    alone."""
+    alone. ``tried``: nodes whose single-node consolidation already failed on this cluster less
+    some nodes (earlier in a round of decisions), not simulated alone again; the nodes that fail
+    now are added to it."""
     options = options or Options()
     expired = _expired(snapshot, now, exclude)
     if expired:
         return _expire(snapshot, expired[0], options)
-    return _next_command(snapshot, now, options, {} if blocked is None else blocked, exclude)
+    blocked = {} if blocked is None else blocked
+    return _next_command(snapshot, now, options, blocked, exclude, tried=tried)
 
 
 def _left_alone(snapshot: Snapshot, now: datetime, names: Collection[str]) -> dict[str, str]:

@@ -70,3 +70,18 @@ def test_an_empty_node_that_got_a_pod_is_no_longer_valid():
     busy = node("idle", pods=[pod("late-0", "idle")])
     assert still_valid(snapshot([busy, *_busy()], ALL), NOW, command) is None
     assert still_valid(snapshot([node("idle"), *_busy()], ALL), NOW, command) is not None
+
+
+def test_a_round_does_not_simulate_again_a_node_that_could_not_be_consolidated_alone():
+    # "b" cannot go alone (its pods fit nowhere cheaper); "a" can.
+    tried: set[str] = set()
+    command = next_command(snapshot(_busy(), ALL), NOW, tried=tried)
+    assert command is not None and _names(command) == ["a"]
+    assert tried == set()  # "a" came first and succeeded; nothing failed on the way
+    cluster = snapshot([node("b", pods=_busy()[1].pods)], ALL)
+    assert next_command(cluster, NOW, tried=tried) is None
+    assert tried == {"b"}
+    # A node in ``tried`` is not simulated alone: with "a" marked too, nothing is found.
+    tried.add("a")
+    assert next_command(snapshot(_busy(), ALL), NOW, tried=tried) is None
+    assert tried == {"a", "b"}
