@@ -60,8 +60,6 @@ CONTROLLERS = (
 # node-lifecycle controller marks Nodes and their pods NotReady, which KWOK never undoes for pods.
 # Node health is not what the local cluster tests, so missed heartbeats are tolerated for 5 min.
 NODE_MONITOR_GRACE_PERIOD = "5m"
-# Stages of the project's own, beside KWOK's: see each file's comment.
-OWN_STAGES = Path(__file__).with_name("stages")
 START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
@@ -497,7 +495,6 @@ class ControlPlane:
             [
                 f"--kubeconfig={kwok_config}",
                 f"--config={build.stages_path()}",
-                *(f"--config={path}" for path in sorted(OWN_STAGES.glob("*.yaml"))),
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
                 f"--cidr={POD_CIDR}",
