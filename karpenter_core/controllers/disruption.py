@@ -91,8 +91,9 @@ MIN_REPLACEMENT_TIMEOUT = 600.0
 MAX_REPLACEMENT_TIMEOUT = 3600.0
 PER_COMMAND_TIMEOUT = 0.08
 WAIT_POLL = 0.2
-TAINT_WORKERS = 16
-"""Nodes tainted or untainted at once (a command of a hundred nodes is written in seconds)."""
+WRITE_WORKERS = 16
+"""Nodes tainted, untainted or deleted at once (a command of a hundred nodes is written in
+seconds, not one request after another)."""
 VALIDATED = ("empty", "underutilized")
 """The reasons whose commands wait ``DISRUPTION_VALIDATION_DELAY`` and are computed again."""
 
@@ -172,11 +173,18 @@ class DisruptionController(LoopController):
         self.timeout = timeout
         self.queue = CommandQueue()
         self._stop = threading.Event()
-        self._taints = ThreadPoolExecutor(TAINT_WORKERS, thread_name_prefix="disruption-taint")
+        self._writes = ThreadPoolExecutor(WRITE_WORKERS, thread_name_prefix="disruption-write")
 
     def close(self) -> None:
-        """Stop the taint writers."""
-        self._taints.shutdown(wait=True)
+        """Stop the writers."""
+        self._writes.shutdown(wait=True)
+
+    def _each(self, action: Callable[[str], None], names: Iterable[str]) -> None:
+        """``action`` on each of ``names``, several at once (the first error, in the order of
+        ``names``, is raised)."""
+        futures = [self._writes.submit(action, name) for name in names]
+        for future in futures:
+            future.result()
 
     def run(self, stop: threading.Event) -> None:
         """Loop until ``stop`` is set (waits inside a pass end early too), with the queue of
@@ -470,6 +478,7 @@ class DisruptionController(LoopController):
         """Delete the candidates' NodeClaims (Nodes without one directly)."""
         context = self.context
         command = item.command
+        paths = []
         for candidate in command.candidates:
             claim = (
                 context.state.nodeclaim_for_node(candidate.node)
@@ -487,18 +496,16 @@ class DisruptionController(LoopController):
                 Reason.DISRUPTION_TERMINATING,
                 f"Disrupting Node: {command.reason.capitalize()}",
             )
-            with contextlib.suppress(NotFound):
-                context.client.delete(path)
+            paths.append(path)
             metrics.nodeclaim_disrupted(command.reason, candidate.node.labels)
+        self._each(self._delete, paths)
         metrics.DISRUPTION_DECISIONS.labels(
             _decision(command), command.reason, consolidation_type(command)
         ).inc()
 
     def _rollback(self, item: InFlight) -> None:
         context = self.context
-        for name in item.created:
-            with contextlib.suppress(NotFound):
-                context.client.delete(nodeclaim_path(name))
+        self._each(self._delete, [nodeclaim_path(name) for name in item.created])
         self._set_taints([c.name for c in item.command.candidates], present=False)
         context.state.unmark_for_deletion(
             [*(c.name for c in item.command.candidates), *item.claim_names]
@@ -527,11 +534,12 @@ class DisruptionController(LoopController):
             self._set_taint(name, present=False)
 
     def _set_taints(self, names: Sequence[str], present: bool) -> None:
-        """``_set_taint`` on each of ``names``, several at once (the first error, in the order of
-        ``names``, is raised)."""
-        futures = [self._taints.submit(self._set_taint, name, present) for name in names]
-        for future in futures:
-            future.result()
+        """``_set_taint`` on each of ``names``, several at once."""
+        self._each(lambda name: self._set_taint(name, present), names)
+
+    def _delete(self, path: str) -> None:
+        with contextlib.suppress(NotFound):
+            self.context.client.delete(path)
 
     def _set_taint(self, name: str, present: bool) -> None:
         """Add or remove the karpenter.sh/disrupted:NoSchedule taint, conditionally."""
