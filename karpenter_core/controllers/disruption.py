@@ -336,10 +336,11 @@ class DisruptionController(LoopController):
     def _round(self) -> bool:
         """Decide commands one after another, each on the cluster as those before it will leave
         it (a node that could not be consolidated alone is not simulated alone again in the
-        round: the next round looks at it again), until the planner has no more; drift and expiration go at once, consolidation
-        commands wait ``DISRUPTION_VALIDATION_DELAY`` together, then each is checked again on
-        the cluster as it is (the commands validated before it started; ``still_valid``) and
-        started if it holds. True if a command started."""
+        round: the next round looks at it again), until the planner has no more; drift and
+        expiration go at once, consolidation commands wait ``DISRUPTION_VALIDATION_DELAY``
+        together, then each is checked again on the cluster as it is (the commands validated
+        before it started; ``still_valid``) and started if it holds. True if a command
+        started."""
         decided: list[Command] = []
         tried: set[str] = set()
         began = time.monotonic()
