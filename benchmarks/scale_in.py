@@ -481,6 +481,7 @@ def run(kubeconfig: Path, options: Options, workdir: Path, out: TextIO = sys.std
         report.scale_up_s = _converge(
             workload, desired, started, quiet, 2 * options.phase_timeout, controller.alive
         )
+        _look_after(recorder, time.monotonic())
         report.scale_up_nodes = len(workload.nodes())
         print(
             f"scale-up: {sum(desired.values())} pods on {report.scale_up_nodes} nodes "
@@ -517,6 +518,17 @@ def run(kubeconfig: Path, options: Options, workdir: Path, out: TextIO = sys.std
     return report
 
 
+def _look_after(recorder: invariants.Recorder, moment: float, timeout: float = 60.0) -> None:
+    """Wait until the recorder holds two looks that ended after ``moment`` (the second began
+    after it): a phase's last look then shows the cluster as the phase left it, not a look
+    begun before it came to rest (a look of the whole cluster can take seconds under load)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sum(1 for look in recorder.snapshots[-2:] if look.at > moment) == 2:
+            return
+        time.sleep(0.1)
+
+
 def _step(
     workload: Workload,
     fraction: float,
@@ -546,6 +558,7 @@ def _step(
         p["metadata"]["uid"] for p in workload.pods() if not p["metadata"].get("deletionTimestamp")
     }
     step.converged_s = _converge(workload, desired, started, quiet, options.phase_timeout, alive)
+    _look_after(recorder, time.monotonic())
     pods = [p for p in workload.pods() if _healthy(p)]
     step.pods_evicted = len(survivors - {p["metadata"]["uid"] for p in pods})
     nodes = workload.nodes()
