@@ -534,8 +534,9 @@ def test_a_restart_recomputes_the_commands_in_flight(cluster: Cluster) -> None:
     # taint off their nodes and decides again on the cluster as it is: the replacements it
     # finds launching hold the pods, so the same two nodes go without launching anything more.
     _, first = _two_commands_in_flight(cluster)
-    cluster.restart()
+    # Counted from before the restart: the new controller may delete them before it returns.
     since = len(cluster.fake.requests)
+    cluster.restart()
     wait_until(
         lambda: all(
             (cluster.fake.object(f"{NODES}/{name}") or {"metadata": {"deletionTimestamp": "x"}})[
