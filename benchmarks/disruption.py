@@ -130,11 +130,10 @@ SPREAD_ANTI_AFFINITY = {
 }
 
 
-def _spread(pod: Any) -> Any:
-    """``pod`` as one of a Deployment whose pods must not share a node."""
+def _spread(pod: Any) -> None:
+    """Make ``pod`` one of a Deployment whose pods must not share a node."""
     pod.labels = dict(SPREAD_LABELS)
     pod.pod_anti_affinity = SPREAD_ANTI_AFFINITY
-    return pod
 
 
 def _fill(

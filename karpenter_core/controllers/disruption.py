@@ -530,9 +530,10 @@ class DisruptionController(LoopController):
                 )
             )
 
-        for name in stale_disruption_taints(state.nodes(), held, going):
+        stale = stale_disruption_taints(state.nodes(), held, going)
+        for name in stale:
             log.info("removing a disrupted taint no command holds", extra={"node": name})
-            self._set_taint(name, present=False)
+        self._set_taints(stale, present=False)
 
     def _set_taints(self, names: Sequence[str], present: bool) -> None:
         """``_set_taint`` on each of ``names``, several at once."""
