@@ -108,6 +108,8 @@ class Step:
 
     fraction: float
     converged_s: float | None = None
+    unsettled: str = ""
+    """What kept the cluster from rest when the step did not converge."""
     nodes_before: int = 0
     nodes_after: int = 0
     cost_before: float = 0.0
@@ -338,22 +340,33 @@ class Workload:
             raise RuntimeError(f"the reference packing left {len(results.unschedulable)} pods")
         return len(results.new_nodeclaims), results.cost_per_hour
 
-    def settled(self, desired: Mapping[str, int]) -> tuple[bool, frozenset[str]]:
-        """Whether the cluster is at rest (desired pods Running and Ready, none terminating, no
-        NodeClaim launching or deleting, no disrupted taint), and its node names."""
+    def unsettled(self, desired: Mapping[str, int]) -> tuple[list[str], frozenset[str]]:
+        """What keeps the cluster from rest (desired pods Running and Ready, none terminating, no
+        NodeClaim launching or deleting, no disrupted taint; nothing when at rest), and its node
+        names."""
         pods = self.pods()
         nodes = self.nodes()
         claims = self.nodeclaims()
         names = frozenset(n["metadata"]["name"] for n in nodes)
-        healthy = [p for p in pods if _healthy(p)]
-        at_rest = (
-            len(healthy) == sum(desired.values())
-            and len(pods) == len(healthy)
-            and all(not c["metadata"].get("deletionTimestamp") and _initialized(c) for c in claims)
-            and not any(_tainted(n) for n in nodes)
-            and len(claims) == len(nodes)
-        )
-        return at_rest, names
+        reasons = []
+        unhealthy = [p for p in pods if not _healthy(p)]
+        healthy = len(pods) - len(unhealthy)
+        if healthy != sum(desired.values()):
+            reasons.append(f"{healthy} of {sum(desired.values())} pods Running and Ready")
+        if unhealthy:
+            reasons.append(f"{len(unhealthy)} pods not (e.g. {_pod_state(unhealthy[0])})")
+        launching = [c for c in claims if not _initialized(c)]
+        if launching:
+            reasons.append(f"{len(launching)} NodeClaims not Initialized")
+        deleting = [c for c in claims if c["metadata"].get("deletionTimestamp")]
+        if deleting:
+            reasons.append(f"{len(deleting)} NodeClaims deleting")
+        tainted = [n for n in nodes if _tainted(n)]
+        if tainted:
+            reasons.append(f"{len(tainted)} nodes disrupted or deleting")
+        if len(claims) != len(nodes):
+            reasons.append(f"{len(claims)} NodeClaims for {len(nodes)} nodes")
+        return reasons, names
 
     def remove(self) -> None:
         """Delete the Deployments, the NodePools (their NodeClaims with them) and the namespace
@@ -383,6 +396,18 @@ def _healthy(pod: Mapping[str, Any]) -> bool:
             for c in status.get("conditions") or ()
         )
     )
+
+
+def _pod_state(pod: Mapping[str, Any]) -> str:
+    """A pod's name, node, phase, Ready condition and whether it is terminating."""
+    status = pod.get("status") or {}
+    ready = next(
+        (c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"),
+        "absent",
+    )
+    node = (pod.get("spec") or {}).get("nodeName") or "no node"
+    terminating = ", terminating" if pod["metadata"].get("deletionTimestamp") else ""
+    return f"{pod['metadata']['name']} on {node}: {status.get('phase')}, Ready {ready}{terminating}"
 
 
 def _initialized(claim: Mapping[str, Any]) -> bool:
@@ -415,24 +440,26 @@ def _converge(
     quiet: float,
     timeout: float,
     alive: Callable[[], object],
-) -> float | None:
+) -> tuple[float | None, str]:
     """Seconds from ``started`` to the last change of the nodes once the cluster is at rest
-    and stays unchanged for ``quiet`` seconds; None after ``timeout``."""
+    and stays unchanged for ``quiet`` seconds; None after ``timeout``, with what kept the
+    cluster from rest in the last look."""
     last: frozenset[str] | None = None
     changed = started
+    why = ["no look at the cluster yet"]
     while time.monotonic() - started < timeout:
         alive()
         try:
-            at_rest, names = workload.settled(desired)
-        except Exception:  # the apiserver busy; look again
-            at_rest, names = False, last or frozenset()
+            why, names = workload.unsettled(desired)
+        except Exception as error:  # the apiserver busy; look again
+            why, names = [f"the look failed: {error}"], last or frozenset()
         now = time.monotonic()
         if names != last:
             last, changed = names, now
-        if at_rest and now - changed >= quiet:
-            return changed - started
+        if not why and now - changed >= quiet:
+            return changed - started, ""
         time.sleep(1.0)
-    return None
+    return None, "; ".join(why) or f"the nodes changed {time.monotonic() - changed:.0f}s ago"
 
 
 def _disrupting(snapshots: Sequence[invariants.Snapshot], pools: set[str]) -> tuple[int, int]:
@@ -478,7 +505,7 @@ def run(kubeconfig: Path, options: Options, workdir: Path, out: TextIO = sys.std
         started = time.monotonic()
         workload.create()
         desired = dict(workload.replicas)
-        report.scale_up_s = _converge(
+        report.scale_up_s, why = _converge(
             workload, desired, started, quiet, 2 * options.phase_timeout, controller.alive
         )
         _look_after(recorder, time.monotonic())
@@ -490,7 +517,7 @@ def run(kubeconfig: Path, options: Options, workdir: Path, out: TextIO = sys.std
             flush=True,
         )
         if report.scale_up_s is None:
-            report.violations.append("the scale-up did not converge")
+            report.violations.append(f"the scale-up did not converge: {why}")
             return report
         for fraction in STEPS:
             step, window = _step(workload, fraction, recorder, quiet, options, controller.alive)
@@ -498,7 +525,7 @@ def run(kubeconfig: Path, options: Options, workdir: Path, out: TextIO = sys.std
             report.steps.append(step)
             print(_render_step(step), file=out, flush=True)
             if step.converged_s is None:
-                report.violations.append(f"step {fraction:.0%} did not converge")
+                report.violations.append(f"step {fraction:.0%} did not converge: {step.unsettled}")
                 break
         report.peak_rss_mb = _peak_rss_mb(controller.process.pid)
     finally:
@@ -557,7 +584,9 @@ def _step(
     survivors = {
         p["metadata"]["uid"] for p in workload.pods() if not p["metadata"].get("deletionTimestamp")
     }
-    step.converged_s = _converge(workload, desired, started, quiet, options.phase_timeout, alive)
+    step.converged_s, step.unsettled = _converge(
+        workload, desired, started, quiet, options.phase_timeout, alive
+    )
     _look_after(recorder, time.monotonic())
     pods = [p for p in workload.pods() if _healthy(p)]
     step.pods_evicted = len(survivors - {p["metadata"]["uid"] for p in pods})

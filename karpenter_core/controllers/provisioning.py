@@ -59,8 +59,9 @@ log = logging.getLogger("karpenter.provisioner")
 RESYNC_PERIOD = 5.0
 """Seconds between checks for pending pods no batch is handling."""
 
-NOMINATION_TTL = 20.0
-"""Seconds a pod stays nominated to its node or NodeClaim (refreshed by every pass)."""
+MIN_NOMINATION = 10.0
+"""Seconds a pod stays nominated to its node or NodeClaim at least (refreshed by every pass):
+the window is twice ``BATCH_MAX_DURATION``, no shorter than this, as upstream's."""
 
 CREATE_WORKERS = 16
 """NodeClaims of one pass created at once, at most."""
@@ -406,7 +407,7 @@ class Provisioner:
             )
         for warning in results.warnings:
             log.info("scheduler: %s", warning)
-        until = time.time() + NOMINATION_TTL
+        until = time.time() + max(2 * context.settings.batch_max_duration, MIN_NOMINATION)
         ready = {node.name for node in snapshot.nodes if node.initialized}
         for node_name, pods in results.existing.items():
             for pod in pods:

@@ -29,6 +29,8 @@ __all__ = ["Command", "Options", "Plan", "as_node", "next_command", "plan", "sti
 
 MAX_MULTI_NODE = 100
 """Candidates multi-node consolidation considers at most, by default (upstream's cap)."""
+WANTED = "pending pods would schedule to it"
+"""Why an empty node is left alone while pods that are pending would land on it."""
 SPOT_TO_SPOT_OPTIONS = 15
 """Cheaper spot types a spot-to-spot replacement needs, and keeps (upstream's rule)."""
 
@@ -100,6 +102,15 @@ def _needed(results: Results, removed: Sequence[Candidate]) -> list[NewNodeClaim
     """The new NodeClaims that hold pods of ``removed`` (pending pods may share them)."""
     keys = {p.key for c in removed for p in c.pods}
     return [c for c in results.new_nodeclaims if any(p.key in keys for p in c.pods)]
+
+
+def _wanted(simulator: Simulator, empty: Sequence[Candidate]) -> set[str]:
+    """The nodes of ``empty`` the pending pods land on when nothing is removed: capacity just
+    launched for them, or room the kube-scheduler is about to fill, is not taken away."""
+    if not empty or not simulator.snapshot.pending:
+        return set()
+    placed = simulator.run([], Minimize.NODECLAIMS).existing
+    return {c.name for c in empty if placed.get(c.name)}
 
 
 def _span(seconds: float) -> str:
@@ -290,6 +301,11 @@ def _next_command(
 
     simulator = simulator or _simulator(snapshot, options)
     empty = [c for c in consolidatable if not c.pods]
+    wanted = _wanted(simulator, empty)
+    for candidate in empty:
+        if candidate.name in wanted:
+            blocked.setdefault(candidate.name, WANTED)
+    empty = [c for c in empty if c.name not in wanted]
     empty = _within_budget(empty, _budget(snapshot, EMPTY, now))
     if empty:
         # One command per NodePool: each NodePool's empty nodes go together, and the command
@@ -424,7 +440,7 @@ def still_valid(
     """``command`` (emptiness or consolidation) checked again on ``snapshot`` after the
     validation delay, as upstream validates: every candidate is still one (not in ``exclude``,
     not blocked, consolidatable, within its NodePool's budget for the reason), an empty command's
-    nodes are still empty, and moving the same nodes' pods again needs what the command launches:
+    nodes are still empty and no pending pod would land on them, and moving the same nodes' pods again needs what the command launches:
     no new node if it launches none, else one whose instance types include all of the
     replacement's, the move still accepted by Balanced NodePools. The command with the
     candidates as they are now, or None when it is no longer valid."""
@@ -438,7 +454,9 @@ def still_valid(
     if len(_within_budget(fresh, _budget(snapshot, reason, now))) < len(fresh):
         return None
     if command.reason == "empty":
-        return None if any(c.pods for c in fresh) else replace(command, candidates=fresh)
+        if any(c.pods for c in fresh) or _wanted(_simulator(snapshot, options), fresh):
+            return None
+        return replace(command, candidates=fresh)
     if any(_unconsolidatable_busy(c) for c in fresh if c.pods):
         return None
     results = _simulator(snapshot, options).run(fresh, Minimize.NODECLAIMS)

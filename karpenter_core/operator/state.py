@@ -260,6 +260,9 @@ class ClusterState:
         self._node_by_provider_id: dict[str, str] = {}
         self._claim_by_provider_id: dict[str, str] = {}
         self._nominations: dict[str, tuple[str, float]] = {}
+        self._nominated_until: dict[str, float] = {}
+        """Node or NodeClaim name -> when its latest nomination ends (kept when the pod binds)."""
+        self._nominated_kept = 0
         self._marked: set[str] = set()
         self._last_pod_event: dict[str, float] = {}
         """Node name -> when a pod was last bound to, or removed from, it: the newest of what the
@@ -527,16 +530,24 @@ class ClusterState:
         until ``until`` (epoch seconds or an aware datetime); disruption leaves such targets
         alone. True if the pod was not already nominated to ``target`` (worth an event)."""
         expires = until.timestamp() if isinstance(until, datetime) else float(until)
+        now = self.clock()
         with self.lock:
             previous = self._nominations.get(pod_key)
             self._nominations[pod_key] = (target, expires)
-        return previous is None or previous[0] != target or previous[1] <= self.clock()
+            ends = self._nominated_until
+            if len(ends) > 2 * self._nominated_kept + 64:
+                self._nominated_until = ends = {t: e for t, e in ends.items() if e > now}
+                self._nominated_kept = len(ends)
+            ends[target] = max(ends.get(target, 0.0), expires)
+        return previous is None or previous[0] != target or previous[1] <= now
 
     def nominated(self, name: str) -> bool:
-        """Some pod is nominated to this node or NodeClaim and the nomination has not expired."""
+        """A pod was nominated to this node or NodeClaim and that nomination has not expired,
+        even if the pod has bound since (elsewhere, perhaps: the kube-scheduler may still bind
+        other pending pods to it), as upstream's nomination window."""
         now = self.clock()
         with self.lock:
-            return any(t == name and until > now for t, until in self._nominations.values())
+            return self._nominated_until.get(name, 0.0) > now
 
     def nomination(self, pod_key: str) -> str | None:
         """Where a pod is nominated to, if the nomination is current."""

@@ -18,7 +18,7 @@ import pytest
 
 from karpenter_core.controllers.nodepool import HASH_VERSION, nodepool_hash
 from karpenter_core.disruption.candidates import candidates
-from karpenter_core.disruption.planner import Options, plan
+from karpenter_core.disruption.planner import WANTED, Options, next_command, plan
 from karpenter_core.scheduling.snapshot import NodeInfo
 from tests.unit.disruption_fixtures import (
     CAPACITY_TYPE,
@@ -682,6 +682,30 @@ def test_pending_pods_are_counted_once_in_later_commands():
         keys = [p.key for p in replacement.pods]
         assert len(keys) == len(set(keys)) == 6
     assert summary(results[3]) == summary(results[0])
+
+
+def test_an_empty_node_pending_pods_would_land_on_is_not_removed():
+    # Capacity just launched for pending pods, empty until the kube-scheduler binds them, is not
+    # removed as empty: the empty node a pending pod lands on stays (and says why), the other
+    # goes; with two such pods both stay.
+    pools = [pool(budgets=[{"nodes": "100%"}])]
+    for waiting, removed in ((1, 1), (2, 0)):
+        snap = snapshot([node("fresh-0"), node("fresh-1"), full_node("busy")], pools)
+        snap.pending = [make_pod(f"web-{i}", cpu="3") for i in range(waiting)]
+        blocked: dict[str, str] = {}
+        command = next_command(snap, NOW, blocked=blocked)
+        kept = sorted(name for name, why in blocked.items() if why == WANTED)
+        assert len(kept) == waiting
+        if removed:
+            assert command is not None and command.reason == "empty"
+            assert sorted(c.name for c in command.candidates) == sorted(
+                {"fresh-0", "fresh-1"} - set(kept)
+            )
+        else:  # "busy" may move onto them with the pending pods; neither goes
+            assert command is None or not {c.name for c in command.candidates} & {
+                "fresh-0",
+                "fresh-1",
+            }
 
 
 def test_a_pending_pod_that_fits_nowhere_does_not_stop_consolidation():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from karpenter_core.disruption.planner import next_command, still_valid
 from tests.unit.disruption_fixtures import NOW, node, pod, pool, snapshot
+from tests.unit.scheduling_fixtures import make_pod
 
 ON_DEMAND = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
 ALL = [pool(budgets=[{"nodes": "100%"}], requirements=[ON_DEMAND])]
@@ -70,6 +71,16 @@ def test_an_empty_node_that_got_a_pod_is_no_longer_valid():
     busy = node("idle", pods=[pod("late-0", "idle")])
     assert still_valid(snapshot([busy, *_busy()], ALL), NOW, command) is None
     assert still_valid(snapshot([node("idle"), *_busy()], ALL), NOW, command) is not None
+
+
+def test_an_empty_node_a_pending_pod_now_needs_is_no_longer_valid():
+    command = next_command(snapshot([node("idle"), *_busy()], ALL), NOW)
+    assert command is not None and _names(command) == ["idle"]
+    later = snapshot([node("idle"), *_busy()], ALL)
+    later.pending = [make_pod("late-0", cpu="3500m")]  # only an empty c-4 holds it
+    assert still_valid(later, NOW, command) is None
+    later.pending = [make_pod("small-0", cpu="100m")]  # fits on "b": "idle" may still go
+    assert still_valid(later, NOW, command) is not None
 
 
 def test_a_round_does_not_simulate_again_a_node_that_could_not_be_consolidated_alone():

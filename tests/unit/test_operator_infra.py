@@ -548,3 +548,19 @@ def test_a_snapshot_builds_its_copies_without_holding_the_state_lock() -> None:
     assert len(node.pods) == 10
     [pod] = [p for p in node.pods if p.name == "p-0"]
     assert pod.labels["version"] == "1", "the snapshot is of one moment"
+
+
+def test_a_node_stays_nominated_for_the_window_after_its_pod_binds_elsewhere() -> None:
+    """As upstream's nomination window: the node a pending pod was nominated to is left alone by
+    disruption until the nomination ends, even once the pod has bound to another node (the
+    kube-scheduler may yet bind other pending pods to it); the pod itself is no longer
+    nominated."""
+    clock = [1000.0]
+    state = ClusterState(cast("KubeClient", None), clock=lambda: clock[0])
+    assert state.nominate("default/p-0", "fresh", clock[0] + 20)
+    state.pods.inject(_bound_pod("p-0", "other", 1))
+    assert state.nomination("default/p-0") is None
+    assert state.nominated("fresh")
+    assert not state.nominated("other")
+    clock[0] += 21
+    assert not state.nominated("fresh")
