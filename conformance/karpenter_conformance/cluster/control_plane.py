@@ -55,10 +55,11 @@ CONTROLLERS = (
     "serviceaccount-controller",
     "serviceaccount-token-controller",
 )
-# KWOK renews every node's heartbeat from one process; on a loaded machine with hundreds of
-# nodes, or while the apiserver restarts, renewals fall behind the default 40 s and the
-# node-lifecycle controller marks Nodes and their pods NotReady, which KWOK never undoes for pods.
-# Node health is not what the local cluster tests, so missed heartbeats are tolerated for 5 min.
+# KWOK posts every node's first status and renews its heartbeat from one process; on a loaded
+# machine with hundreds of nodes, or while the apiserver restarts, it falls behind the default
+# 40 s heartbeat grace and the 1 min startup grace, and the node-lifecycle controller marks Nodes
+# and their pods NotReady, which KWOK never undoes for pods. Node health is not what the local
+# cluster tests, so both are 5 min.
 NODE_MONITOR_GRACE_PERIOD = "5m"
 START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 READY_TIMEOUT = 60.0
@@ -468,6 +469,7 @@ class ControlPlane:
                 f"--root-ca-file={keys.ca.cert}",
                 f"--controllers={','.join(CONTROLLERS)}",
                 f"--node-monitor-grace-period={NODE_MONITOR_GRACE_PERIOD}",
+                f"--node-startup-grace-period={NODE_MONITOR_GRACE_PERIOD}",
                 f"--kube-api-qps={CLIENT_QPS}",
                 f"--kube-api-burst={CLIENT_BURST}",
                 "--profiling=false",
