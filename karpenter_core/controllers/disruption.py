@@ -222,18 +222,16 @@ class DisruptionController(LoopController):
         catalog = {it.name: it for types in instance_types.values() for it in types}
         snapshot = context.state.snapshot(instance_types)
         by_name = {np.metadata.name or "": np for np in nodepools}
+        starting = {c.name for command in decided for c in command.candidates}
         if decided:
-            snapshot = as_started(
-                snapshot,
-                {c.name for command in decided for c in command.candidates},
-                _replacements(decided, by_name),
-            )
+            snapshot = as_started(snapshot, starting, _replacements(decided, by_name))
         snapshot.nodeclaims = with_expected_allocatable(snapshot.nodeclaims, catalog)
         settings = context.settings
         future = as_it_will_be(
             snapshot,
             ignore_preferences=settings.preference_policy == "Ignore",
             min_values_strict=settings.min_values_policy != "BestEffort",
+            waiting=starting | self.queue.held(),
         )
         return future, by_name
 

@@ -99,15 +99,20 @@ def _covers(pdb: Mapping[str, Any], pod: PodInfo) -> bool:
 
 
 def as_it_will_be(
-    snapshot: Snapshot, ignore_preferences: bool = False, min_values_strict: bool = True
+    snapshot: Snapshot,
+    ignore_preferences: bool = False,
+    min_values_strict: bool = True,
+    waiting: Collection[str] = (),
 ) -> Snapshot:
     """The cluster once its nodes being deleted are gone, as the next decision should see it
     (pure). Their pods still to be evicted (not DaemonSet or mirror pods) are placed first, by
     the provisioning scheduler: those that land on a node or on a NodeClaim in flight (a
     replacement, then seen as the node it will be) are bound there, the others join the
     pending pods, so no decision takes the capacity they are to get. Every PodDisruptionBudget
-    with a status allows as many fewer disruptions as it covers such pods, which will be evicted
-    without another decision."""
+    with a status allows as many fewer disruptions as it covers such pods on nodes being drained
+    (its status may not count those evictions yet), not on the nodes named in ``waiting``
+    (commands waiting for their replacements: nothing is evicted from them yet, so the status
+    holds; their drains then wait on the budget as any eviction does, as upstream's)."""
     moving = [
         pod
         for node in snapshot.nodes
@@ -117,6 +122,7 @@ def as_it_will_be(
     ]
     if not moving:
         return snapshot
+    draining = [pod for pod in moving if pod.node_name not in waiting]
     unbound = [_with_node(pod, None) for pod in moving]
     results = schedule(
         replace(snapshot, pending=unbound),
@@ -148,7 +154,7 @@ def as_it_will_be(
     for pdb in snapshot.pdbs:
         status = pdb.get("status") or {}
         if "disruptionsAllowed" in status:
-            used = sum(1 for pod in moving if _covers(pdb, pod))
+            used = sum(1 for pod in draining if _covers(pdb, pod))
             if used:
                 allowed = max(int(status["disruptionsAllowed"]) - used, 0)
                 pdb = {**pdb, "status": {**status, "disruptionsAllowed": allowed}}

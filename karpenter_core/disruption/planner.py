@@ -105,12 +105,21 @@ def _needed(results: Results, removed: Sequence[Candidate]) -> list[NewNodeClaim
 
 
 def _wanted(simulator: Simulator, empty: Sequence[Candidate]) -> set[str]:
-    """The nodes of ``empty`` the pending pods land on when nothing is removed: capacity just
-    launched for them, or room the kube-scheduler is about to fill, is not taken away."""
+    """The nodes of ``empty`` the pending pods need: if without all of ``empty`` they would need
+    more new capacity or find no place, those they land on when nothing is removed (capacity
+    just launched for them, or room the kube-scheduler is about to fill, is not taken away)."""
     if not empty or not simulator.snapshot.pending:
         return set()
-    placed = simulator.run([], Minimize.NODECLAIMS).existing
-    return {c.name for c in empty if placed.get(c.name)}
+    before = simulator.run([], Minimize.NODECLAIMS)
+    landed = {c.name for c in empty if before.existing.get(c.name)}
+    if not landed:
+        return set()
+    after = simulator.run(empty, Minimize.NODECLAIMS)
+    if len(after.new_nodeclaims) <= len(before.new_nodeclaims) and len(after.unschedulable) <= len(
+        before.unschedulable
+    ):
+        return set()  # the pending pods fit as well elsewhere
+    return landed
 
 
 def _span(seconds: float) -> str:

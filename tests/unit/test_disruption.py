@@ -708,6 +708,17 @@ def test_an_empty_node_pending_pods_would_land_on_is_not_removed():
             }
 
 
+def test_an_empty_node_goes_when_the_pending_pods_fit_as_well_elsewhere():
+    # Pods evicted by a consolidation are pending for a moment; while they fit on the nodes that
+    # stay, they do not hold an empty node back.
+    nodes = [node("fresh"), node("roomy", pods=[pod("api-0", "roomy")]), full_node("busy")]
+    snap = snapshot(nodes, [pool(budgets=[{"nodes": "100%"}])])
+    snap.pending = [make_pod(f"web-{i}", cpu="1") for i in range(3)]
+    command = next_command(snap, NOW)
+    assert command is not None
+    assert (command.reason, [c.name for c in command.candidates]) == ("empty", ["fresh"])
+
+
 def test_a_pending_pod_that_fits_nowhere_does_not_stop_consolidation():
     # Upstream: a consolidation needs every pod of its candidates to schedule; pending pods
     # that cannot schedule anywhere do not count against it.

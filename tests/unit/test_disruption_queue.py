@@ -70,6 +70,22 @@ def test_evictions_to_come_use_up_pod_disruption_budgets():
     assert now.pdbs[0]["status"]["disruptionsAllowed"] == 1, "the input is not modified"
 
 
+def test_a_command_waiting_for_its_replacement_leaves_pod_disruption_budgets_as_they_are():
+    # Nothing is evicted from "going" until its replacement is Initialized, so the budget's
+    # status still holds and web-1's node may be decided on meanwhile (its drain then waits on
+    # the budget, as any eviction does); once "going" drains, the budget is used up.
+    going = node("going", deleting=True, pods=[pod("web-0", "going", labels={"app": "web"})])
+    other = node("other", "c-2", pods=[pod("web-1", "other", labels={"app": "web"})])
+    room = node("room", "c-8", pods=[pod("big-0", "room", cpu="4")])
+    budget = pdb("web", {"app": "web"}, max_unavailable=1, disruptions_allowed=1)
+    now = snapshot([going, other, room], POOLS, pdbs=[budget])
+    waiting = as_it_will_be(now, waiting={"going"})
+    assert waiting.pdbs[0]["status"]["disruptionsAllowed"] == 1
+    command = next_command(waiting, NOW)
+    assert command is not None and "other" in [c.name for c in command.candidates]
+    assert as_it_will_be(now).pdbs[0]["status"]["disruptionsAllowed"] == 0
+
+
 def test_a_cluster_with_nothing_being_deleted_is_unchanged():
     now = snapshot([node("a", pods=[pod("one-0", "a")])])
     assert as_it_will_be(now) is now
