@@ -449,10 +449,11 @@ def still_valid(
     """``command`` (emptiness or consolidation) checked again on ``snapshot`` after the
     validation delay, as upstream validates: every candidate is still one (not in ``exclude``,
     not blocked, consolidatable, within its NodePool's budget for the reason), an empty command's
-    nodes are still empty and no pending pod would land on them, and moving the same nodes' pods again needs what the command launches:
-    no new node if it launches none, else one whose instance types include all of the
-    replacement's, the move still accepted by Balanced NodePools. The command with the
-    candidates as they are now, or None when it is no longer valid."""
+    nodes are still empty and the pending pods do not need them, and moving the same nodes' pods
+    again needs what the command launches: no new node if it launches none, else one whose
+    instance types include all of the replacement's, the move still accepted by Balanced
+    NodePools. The command with the candidates as they are now, or None when it is no longer
+    valid."""
     options = options or Options()
     found, _ = candidates(snapshot, now)
     current = {c.name: c for c in found if c.name not in exclude and not _unconsolidatable(c, now)}

@@ -263,6 +263,8 @@ class ClusterState:
         self._nominated_until: dict[str, float] = {}
         """Node or NodeClaim name -> when its latest nomination ends (kept when the pod binds)."""
         self._nominated_kept = 0
+        """Entries of ``_nominated_until`` after its last pruning (the expired ones are dropped
+        whenever it has grown to twice that, plus 64)."""
         self._marked: set[str] = set()
         self._last_pod_event: dict[str, float] = {}
         """Node name -> when a pod was last bound to, or removed from, it: the newest of what the

@@ -3,10 +3,15 @@ disruption controller decides against while earlier commands wait for their repl
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from karpenter_core.controllers.disruption_queue import as_it_will_be, as_started
 from karpenter_core.disruption.planner import next_command
 from tests.unit.disruption_fixtures import NOW, node, pdb, pod, pods, pool, snapshot
 from tests.unit.scheduling_fixtures import in_flight
+
+if TYPE_CHECKING:
+    from karpenter_core.scheduling.snapshot import Snapshot
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -52,13 +57,19 @@ def test_pods_of_nodes_being_deleted_that_fit_nowhere_are_pending():
     assert [p.key for n in later.nodes if n.name == "small" for p in n.pods] == ["default/one-0"]
 
 
-def test_evictions_to_come_use_up_pod_disruption_budgets():
-    # One disruption allowed; the pod on the node being deleted takes it, so web-1 is blocked.
+def _web_one_disruption_allowed() -> Snapshot:
+    """web-0 on "going" (being deleted), web-1 on "other", big-0 on "room"; web's budget allows
+    one disruption."""
     going = node("going", deleting=True, pods=[pod("web-0", "going", labels={"app": "web"})])
     other = node("other", "c-2", pods=[pod("web-1", "other", labels={"app": "web"})])
     room = node("room", "c-8", pods=[pod("big-0", "room", cpu="4")])
     budget = pdb("web", {"app": "web"}, max_unavailable=1, disruptions_allowed=1)
-    now = snapshot([going, other, room], POOLS, pdbs=[budget])
+    return snapshot([going, other, room], POOLS, pdbs=[budget])
+
+
+def test_evictions_to_come_use_up_pod_disruption_budgets():
+    # One disruption allowed; the pod on the node being deleted takes it, so web-1 is blocked.
+    now = _web_one_disruption_allowed()
     command = next_command(now, NOW)
     assert command is not None and "other" in [c.name for c in command.candidates]
 
@@ -74,11 +85,7 @@ def test_a_command_waiting_for_its_replacement_leaves_pod_disruption_budgets_as_
     # Nothing is evicted from "going" until its replacement is Initialized, so the budget's
     # status still holds and web-1's node may be decided on meanwhile (its drain then waits on
     # the budget, as any eviction does); once "going" drains, the budget is used up.
-    going = node("going", deleting=True, pods=[pod("web-0", "going", labels={"app": "web"})])
-    other = node("other", "c-2", pods=[pod("web-1", "other", labels={"app": "web"})])
-    room = node("room", "c-8", pods=[pod("big-0", "room", cpu="4")])
-    budget = pdb("web", {"app": "web"}, max_unavailable=1, disruptions_allowed=1)
-    now = snapshot([going, other, room], POOLS, pdbs=[budget])
+    now = _web_one_disruption_allowed()
     waiting = as_it_will_be(now, waiting={"going"})
     assert waiting.pdbs[0]["status"]["disruptionsAllowed"] == 1
     command = next_command(waiting, NOW)
