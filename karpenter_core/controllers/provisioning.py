@@ -314,6 +314,8 @@ class Provisioner:
         self.context = context
         settings = context.settings
         self.batcher = Batcher(settings.batch_idle_duration, settings.batch_max_duration)
+        self.nomination = max(2 * settings.batch_max_duration, MIN_NOMINATION)
+        """Seconds a pass's nominations last."""
         context.state.on_pending_pod(self._on_pending)
 
     def _on_pending(self, pod: PodInfo) -> None:
@@ -407,7 +409,7 @@ class Provisioner:
             )
         for warning in results.warnings:
             log.info("scheduler: %s", warning)
-        until = time.time() + max(2 * context.settings.batch_max_duration, MIN_NOMINATION)
+        until = time.time() + self.nomination
         ready = {node.name for node in snapshot.nodes if node.initialized}
         for node_name, pods in results.existing.items():
             for pod in pods:

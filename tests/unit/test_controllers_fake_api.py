@@ -22,6 +22,7 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.controllers import build_controllers
 from karpenter_core.controllers.disruption import DisruptionController
 from karpenter_core.controllers.garbage_collection import GarbageCollector
+from karpenter_core.controllers.provisioning import Provisioner
 from karpenter_core.controllers.runtime import LoopController
 from karpenter_core.operator.kube import KubeClient
 from karpenter_core.operator.operator import Controller, Operator
@@ -41,8 +42,8 @@ def _controllers(
     replacement_timeout: float | None,
 ) -> Callable[[Operator], list[Controller]]:
     """Every controller the operator runs, with loop periods of at most a tenth of a second,
-    half a second of grace for garbage collection and, if given, ``replacement_timeout``
-    seconds for a disruption command's replacements to initialize."""
+    half a second of grace for garbage collection, nominations of a second and, if given,
+    ``replacement_timeout`` seconds for a disruption command's replacements to initialize."""
 
     def build(operator: Operator) -> list[Controller]:
         controllers = build_controllers(operator)
@@ -51,6 +52,8 @@ def _controllers(
                 controller.period = min(controller.period, 0.1)
             if isinstance(controller, GarbageCollector):
                 controller.grace = 0.5
+            if isinstance(controller, Provisioner):
+                controller.nomination = 1.0
             if isinstance(controller, DisruptionController) and replacement_timeout is not None:
                 controller.timeout = replacement_timeout
         return controllers
