@@ -354,7 +354,9 @@ class Workload:
         if healthy != sum(desired.values()):
             reasons.append(f"{healthy} of {sum(desired.values())} pods Running and Ready")
         if unhealthy:
-            reasons.append(f"{len(unhealthy)} pods not (e.g. {_pod_state(unhealthy[0])})")
+            reasons.append(
+                f"{len(unhealthy)} pods not Running and Ready, e.g. {_pod_state(unhealthy[0])}"
+            )
         launching = [c for c in claims if not _initialized(c)]
         if launching:
             reasons.append(f"{len(launching)} NodeClaims not Initialized")
