@@ -619,6 +619,7 @@ class ClusterState:
                 bound.setdefault(pod.node_name, []).append(pod)
         views: list[NodeInfo] = []
         for node in nodes:
+            node.label_requirements()  # on the cached node, so every snapshot's copy shares it
             view = copy.copy(node)
             view.pods = bound.get(node.name, [])
             view.last_pod_event = last_pod_event.get(node.name, 0.0)
@@ -681,8 +682,7 @@ def _as_launching(view: NodeInfo, claim: NodeClaim) -> None:
     a Node created a moment before registration would otherwise lack its NodePool's labels, fit
     no pod meant for it, and hide its NodeClaim's capacity from the pass."""
     if view.labels.get(wk.NODE_REGISTERED) != "true":
-        view.labels = {**claim.metadata.labels, **view.labels}
-        view.nodepool = view.labels.get(wk.NODEPOOL)
+        view.relabel({**claim.metadata.labels, **view.labels})
     view.initialized = view.labels.get(wk.NODE_INITIALIZED) == "true"
     if view.initialized:
         return

@@ -189,6 +189,7 @@ class _Existing:
 
     __slots__ = (
         "available",
+        "labels",
         "node",
         "owners",
         "pods",
@@ -207,6 +208,8 @@ class _Existing:
     ) -> None:
         self.node = node
         self.requirements = requirements or node.label_requirements()
+        self.labels = self.requirements.labels()
+        """The single-valued requirements as labels (where the node counts in topology)."""
         self.taints = node.taints
         used = node.requested()
         self.ports = set(node.host_ports())
@@ -229,6 +232,7 @@ class _Existing:
         clone = _Existing.__new__(_Existing)
         clone.node = self.node
         clone.requirements = self.requirements
+        clone.labels = self.labels
         clone.taints = self.taints
         clone.owners = self.owners
         clone.available = dict(self.available)
@@ -471,7 +475,7 @@ class _Solver:
                 )
             )
         for existing in self.existing:
-            value = existing.requirements.labels().get(key)
+            value = existing.labels.get(key)
             if value is not None:
                 sources.append(
                     DomainSource(

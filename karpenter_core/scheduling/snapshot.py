@@ -372,8 +372,16 @@ class NodeInfo:
         )
         return node
 
+    def relabel(self, labels: Mapping[str, str]) -> None:
+        """Replace the node's labels, and what is derived from them."""
+        self.labels = dict(labels)
+        self.labels.setdefault(wk.HOSTNAME, self.name)
+        self.nodepool = self.labels.get(wk.NODEPOOL)
+        self._label_requirements = None
+
     def label_requirements(self) -> Requirements:
-        """The node's labels as requirements (computed once: labels do not change)."""
+        """The node's labels as requirements (computed once: labels change only through
+        ``relabel``; copies share the result)."""
         if self._label_requirements is None:
             self._label_requirements = Requirements.from_labels(self.labels)
         return self._label_requirements
