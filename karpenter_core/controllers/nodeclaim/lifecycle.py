@@ -112,6 +112,9 @@ class LifecycleController(LoopController):
         self.context = context
         self.period = period
         self.workers = KeyedWorkers("nodeclaim-lifecycle", workers)
+        self._settled: dict[str, tuple[NodeClaim, ClusterNode]] = {}
+        """NodeClaims found with nothing left to do, with their Node, as the cluster state held
+        them (its objects are replaced on change): not looked at again until either changes."""
 
     def close(self) -> None:
         """Stop the workers."""
@@ -130,7 +133,14 @@ class LifecycleController(LoopController):
             name = nodeclaim.metadata.name or ""
             names.add(name)
             node = state.node_for_nodeclaim(nodeclaim)
+            settled = self._settled.get(name)
+            if settled is not None and settled[0] is nodeclaim and settled[1] is node:
+                continue
             step = next_step(nodeclaim, node)
+            if step is Step.NONE and node is not None:
+                self._settled[name] = (nodeclaim, node)
+                continue
+            self._settled.pop(name, None)
             if step in (Step.LAUNCH, Step.NONE) and node is None:
                 reason = liveness_verdict(
                     nodeclaim, now, settings.launch_timeout, settings.registration_timeout
@@ -141,6 +151,8 @@ class LifecycleController(LoopController):
             if step is not Step.NONE:
                 self.workers.submit(name, partial(self._step, name, step))
         self.workers.forget(names)
+        for gone in self._settled.keys() - names:
+            del self._settled[gone]
 
     def _step(self, name: str, step: Step) -> float | None:
         state = self.context.state
