@@ -5,17 +5,21 @@ Every ``DISRUPTION_POLL_PERIOD`` the controller snapshots the cluster state as p
 commands in flight are done (``disruption_queue.as_it_will_be``: their candidates' pods placed
 first, on their replacements or elsewhere; PodDisruptionBudgets less the evictions to come),
 and asks ``karpenter_core.disruption.planner.next_command`` for a command (nodes nominated for
-pending pods, or already being disrupted, are left out). It works in rounds, until the planner
-has nothing more within the budgets:
+pending pods, or already being disrupted, are left out), again and again until the planner has
+nothing more within the budgets:
 
 1. drift and expiration go at once (expiration, as upstream's, launches no replacement: its pods
    go pending and provisioning launches what they need); consolidation commands (empty,
-   underutilized) are decided one after another, each on the cluster as those decided before it
-   will leave it (``disruption_queue.as_started``: their candidates being deleted, their
-   replacements in flight), wait ``DISRUPTION_VALIDATION_DELAY`` together, and are then
-   checked again one by one on the cluster as it is, as upstream validates
+   underutilized) are decided one after another, each on the cluster as the commands decided
+   before it and still waiting will leave it (``disruption_queue.as_started``: their candidates
+   being deleted, their replacements in flight), and each waits ``DISRUPTION_VALIDATION_DELAY``
+   from its own decision. Meanwhile the controller goes on deciding (every
+   ``DISRUPTION_POLL_PERIOD`` at most, and whenever a command is due), so a command that PDBs or
+   budgets held back is decided as soon as a pass finds it possible, and waits one delay from
+   then.
+   A due command is checked again on the cluster as it is, as upstream validates
    (``planner.still_valid``: the same candidates still candidates within the budgets, their
-   pods still needing what the command launches); each that holds goes ahead;
+   pods still needing what the command launches); if it holds it goes ahead;
 2. the candidate Nodes are tainted ``karpenter.sh/disrupted:NoSchedule`` and marked for deletion
    in the cluster state (so they count against their NodePool's budget);
 3. replacement NodeClaims are created exactly as provisioning creates them
@@ -43,6 +47,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
@@ -160,6 +165,15 @@ def _ready(nodepool: NodePool) -> bool:
     return nodepool.metadata.deletion_timestamp is None and status_true(nodepool, "Ready")
 
 
+@dataclass(slots=True)
+class _Waiting:
+    """A consolidation command decided on, not started yet."""
+
+    command: Command
+    decided: float
+    """``time.monotonic()`` when it was decided."""
+
+
 class DisruptionController(LoopController):
     """Finds disruption commands and starts them; a queue finishes them when their replacements
     are up."""
@@ -172,6 +186,8 @@ class DisruptionController(LoopController):
         self.period = context.settings.disruption_poll_period
         self.timeout = timeout
         self.queue = CommandQueue()
+        self._waiting: list[_Waiting] = []
+        """Consolidation commands decided on, waiting out the validation delay, oldest first."""
         self._stop = threading.Event()
         self._writes = ThreadPoolExecutor(WRITE_WORKERS, thread_name_prefix="disruption-write")
 
@@ -271,11 +287,11 @@ class DisruptionController(LoopController):
         )
 
     def _decide(
-        self, decided: Sequence[Command] = (), tried: set[str] | None = None
-    ) -> tuple[Command | None, Snapshot, dict[str, NodePool], dict[str, str]]:
+        self, decided: Sequence[Command], tried: set[str], report: bool
+    ) -> tuple[Command | None, dict[str, NodePool]]:
         """The planner's next command on the cluster as it will be (``decided``: commands to
-        count as started; ``tried``: the round's failed single-node consolidations), the
-        snapshot, the NodePools and why nodes were left alone."""
+        count as started; ``tried``: the pass's failed single-node consolidations) and the
+        NodePools; ``report``: publish why nodes were left alone and the eligible-node gauges."""
         snapshot, nodepools = self._snapshot(decided)
         now = self.context.now()
         excluded = self._excluded(snapshot)
@@ -285,11 +301,12 @@ class DisruptionController(LoopController):
         metrics.DISRUPTION_EVALUATION_DURATION.labels(
             command.reason if command else "none", consolidation_type(command) if command else ""
         ).observe(time.perf_counter() - started)
-        for name in excluded:
-            blocked.setdefault(name, "a pending pod is nominated to it")
-        if not decided:
+        if report:
+            for name in excluded:
+                blocked.setdefault(name, "a pending pod is nominated to it")
+            self._publish_blocked(snapshot, blocked)
             self._eligible(snapshot, now, excluded)
-        return command, snapshot, nodepools, blocked
+        return command, nodepools
 
     def _eligible(self, snapshot: Snapshot, now: Any, excluded: set[str]) -> None:
         found, _ = candidates(snapshot, now)
@@ -323,40 +340,54 @@ class DisruptionController(LoopController):
                 )
 
     def reconcile(self) -> None:
-        """One pass: release stale taints, then decide, validate and start commands until the
-        planner has nothing more (budgets and PodDisruptionBudgets bound how many run at once)."""
+        """One pass: release stale taints, then until no command waits and the planner has
+        nothing more: start the commands whose validation delay is over and that still hold,
+        decide more, and sleep until the next one is due (at most ``DISRUPTION_POLL_PERIOD``,
+        after which more are decided on the cluster as it is then)."""
         if not self.context.state.wait_for_sync(0.5):
             return
         self.release_stale_taints(self.queue.held())
-        while not self._stop.is_set() and self._round():
-            pass
-
-    def _round(self) -> bool:
-        """Decide commands one after another, each on the cluster as those before it will leave
-        it (a node that could not be consolidated alone is not simulated alone again in the
-        round: the next round looks at it again), until the planner has no more; drift and
-        expiration go at once, consolidation commands wait ``DISRUPTION_VALIDATION_DELAY``
-        together, then each is checked again on the cluster as it is (the commands validated
-        before it started; ``still_valid``) and started if it holds. True if a command
-        started."""
-        decided: list[Command] = []
-        tried: set[str] = set()
-        began = time.monotonic()
+        settings = self.context.settings
         while not self._stop.is_set():
-            command, snapshot, nodepools, blocked = self._decide(decided, tried)
-            if not decided:
-                self._publish_blocked(snapshot, blocked)
+            self._start_due()
+            self._decide_more()
+            if not self._waiting:
+                return
+            due = self._waiting[0].decided + settings.disruption_validation_delay
+            self._stop.wait(min(max(due - time.monotonic(), 0.0), settings.disruption_poll_period))
+        self._waiting.clear()
+
+    def _decide_more(self) -> None:
+        """Decide commands one after another, each on the cluster as the commands in flight and
+        those waiting (decided earlier) will leave it, until the planner has no more (a node
+        that could not be consolidated alone is not simulated alone again in this pass). Drift
+        and expiration start at once; consolidation commands wait
+        ``DISRUPTION_VALIDATION_DELAY`` from their decision (``_start_due``)."""
+        tried: set[str] = set()
+        report = True
+        while not self._stop.is_set():
+            decided = [item.command for item in self._waiting]
+            command, nodepools = self._decide(decided, tried, report)
+            report = False
             if command is None:
-                break
-            if command.reason not in VALIDATED:
-                if decided:
-                    break
-                return self.start(command, nodepools)
-            decided.append(command)
-        if not decided or self._stop.wait(self.context.settings.disruption_validation_delay):
-            return False
-        started = False
-        for command in decided:
+                return
+            if command.reason in VALIDATED:
+                self._waiting.append(_Waiting(command, time.monotonic()))
+            elif not self.start(command, nodepools):
+                return
+
+    def _start_due(self) -> None:
+        """Check again, oldest first, each waiting command whose validation delay is over, on
+        the cluster as it is (the commands started before it included; ``still_valid``), and
+        start it if it holds."""
+        delay = self.context.settings.disruption_validation_delay
+        while (
+            self._waiting
+            and not self._stop.is_set()
+            and time.monotonic() >= self._waiting[0].decided + delay
+        ):
+            item = self._waiting.pop(0)
+            command = item.command
             snapshot, nodepools = self._snapshot()
             valid = still_valid(
                 snapshot, self.context.now(), command, self._options(), self._excluded(snapshot)
@@ -368,15 +399,14 @@ class DisruptionController(LoopController):
                 )
                 metrics.DISRUPTION_FAILED_VALIDATIONS.labels(consolidation_type(command)).inc()
                 continue
-            started = self.start(valid, nodepools, waited=time.monotonic() - began) or started
-        return started
+            self.start(valid, nodepools, waited=time.monotonic() - item.decided)
 
     # -- orchestrating ----------------------------------------------------------------------
 
     def start(self, command: Command, nodepools: dict[str, NodePool], waited: float = 0.0) -> bool:
         """Taint and mark the candidates and launch the replacements; the queue finishes the
         command once they are Initialized (at once without replacements). False if it was rolled
-        back. ``waited``: seconds since the round that decided it began (logged)."""
+        back. ``waited``: seconds since it was decided (logged)."""
         context = self.context
         state = context.state
         nodes = [c.node for c in command.candidates]

@@ -497,7 +497,7 @@ def next_command(
     multi-node and single-node consolidation. Nodes named in ``exclude`` (nominated, already
     being disrupted) are never candidates; ``blocked`` collects why other nodes were left
     alone. ``tried``: nodes whose single-node consolidation already failed on this cluster less
-    some nodes (earlier in a round of decisions), not simulated alone again; the nodes that fail
+    some nodes (earlier in a pass of decisions), not simulated alone again; the nodes that fail
     now are added to it."""
     options = options or Options()
     expired = _expired(snapshot, now, exclude)

@@ -519,7 +519,7 @@ def test_consolidation_runs_commands_in_parallel_within_the_budget(cluster: Clus
 
 
 @pytest.mark.parametrize("cluster", [{"validation_delay": 3.0}], indirect=True)
-def test_consolidation_commands_decided_in_one_round_wait_out_one_validation_delay(
+def test_consolidation_commands_decided_in_one_pass_wait_out_one_validation_delay(
     cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The second command is decided while the first waits for its validation, on the cluster
@@ -530,6 +530,45 @@ def test_consolidation_commands_decided_in_one_round_wait_out_one_validation_del
     starts = [r.created for r in caplog.records if r.getMessage() == "disrupting"]
     assert len(starts) == 2
     assert starts[1] - starts[0] < 1.5
+
+
+@pytest.mark.parametrize("cluster", [{"validation_delay": 3.0}], indirect=True)
+def test_a_command_possible_while_another_waits_waits_one_delay_from_its_own_decision(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Two nodes go empty a second apart. The second is decided while the first command waits
+    # out its 3 s validation delay, and starts 3 s after its own decision: about a second after
+    # the first, not a whole delay after it.
+    caplog.set_level("INFO", logger="karpenter.disruption")
+    nodepool = _nodepool("web", consolidationPolicy="WhenEmpty", budgets=[{"nodes": "2"}])
+    cluster.kube.create(NODEPOOLS, nodepool)
+    for i in range(2):
+        _web_pod(cluster, f"big-{i}", cpu="3")
+    wait_until(lambda: len(cluster.fake.items(NODES)) == 2, "two KWOK nodes", timeout=TIMEOUT)
+    names = sorted(n["metadata"]["name"] for n in cluster.fake.items(NODES))
+    for i, name in enumerate(names):
+        cluster.node_ready(name)
+        cluster.kube.delete(f"{PODS}/big-{i}")
+        _web_pod(cluster, f"keep-{i}", cpu="100m", node=name)
+    wait_until(
+        lambda: (
+            len(cluster.nodeclaims()) == 2
+            and all(_conditions(c).get("Ready") == "True" for c in cluster.nodeclaims())
+            and all(cluster.operator.state.pod(f"default/keep-{i}") is not None for i in range(2))
+        ),
+        "two ready NodeClaims with their pods known",
+        timeout=TIMEOUT,
+    )
+    cluster.kube.patch(f"{NODEPOOLS}/web", {"spec": {"disruption": {"consolidateAfter": "0s"}}})
+    cluster.kube.delete(f"{PODS}/keep-0")
+    threading.Event().wait(1.0)
+    cluster.kube.delete(f"{PODS}/keep-1")
+    wait_until(lambda: not cluster.fake.items(NODES), "both empty nodes removed", timeout=TIMEOUT)
+
+    starts = [r for r in caplog.records if r.getMessage() == "disrupting"]
+    assert [r.nodes for r in starts] == [[names[0]], [names[1]]]  # type: ignore[attr-defined]
+    assert all(r.waited_s >= 3.0 for r in starts)  # type: ignore[attr-defined]
+    assert starts[1].created - starts[0].created < 2.5
 
 
 def test_a_restart_recomputes_the_commands_in_flight(cluster: Cluster) -> None:

@@ -83,7 +83,7 @@ def test_an_empty_node_a_pending_pod_now_needs_is_no_longer_valid():
     assert still_valid(later, NOW, command) is not None
 
 
-def test_a_round_does_not_simulate_again_a_node_that_could_not_be_consolidated_alone():
+def test_a_pass_does_not_simulate_again_a_node_that_could_not_be_consolidated_alone():
     # "b" cannot go alone (its pods fit nowhere cheaper); "a" can.
     tried: set[str] = set()
     command = next_command(snapshot(_busy(), ALL), NOW, tried=tried)
