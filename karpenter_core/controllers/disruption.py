@@ -341,15 +341,14 @@ class DisruptionController(LoopController):
 
     def reconcile(self) -> None:
         """One pass: release stale taints, then until no command waits and the planner has
-        nothing more: start the commands whose validation delay is over and that still hold,
-        decide more, and sleep until the next one is due (at most ``DISRUPTION_POLL_PERIOD``,
-        after which more are decided on the cluster as it is then)."""
+        nothing more: decide more (starting the commands whose validation delay is over and
+        that still hold), and sleep until the next one is due (at most
+        ``DISRUPTION_POLL_PERIOD``, after which more are decided on the cluster as it is then)."""
         if not self.context.state.wait_for_sync(0.5):
             return
         self.release_stale_taints(self.queue.held())
         settings = self.context.settings
         while not self._stop.is_set():
-            self._start_due()
             self._decide_more()
             if not self._waiting:
                 return
@@ -362,10 +361,12 @@ class DisruptionController(LoopController):
         those waiting (decided earlier) will leave it, until the planner has no more (a node
         that could not be consolidated alone is not simulated alone again in this pass). Drift
         and expiration start at once; consolidation commands wait
-        ``DISRUPTION_VALIDATION_DELAY`` from their decision (``_start_due``)."""
+        ``DISRUPTION_VALIDATION_DELAY`` from their decision; those due are started between
+        decisions (``_start_due``), so a long pass does not hold them back."""
         tried: set[str] = set()
         report = True
         while not self._stop.is_set():
+            self._start_due()
             decided = [item.command for item in self._waiting]
             command, nodepools = self._decide(decided, tried, report)
             report = False
