@@ -460,6 +460,38 @@ def _tainted(cluster: Cluster, names: set[str]) -> set[str]:
     }
 
 
+def _nodes_each_with_a_small_pod(
+    cluster: Cluster, nodepool: dict[str, Any], count: int
+) -> list[str]:
+    """``count`` Ready nodes of ``nodepool`` (created here), each holding one pod ``small-<i>``
+    of 100m that shares no node with another, their NodeClaims Ready; then the NodePool's
+    consolidateAfter set to 0s. Returns the nodes' names, sorted."""
+    cluster.kube.create(NODEPOOLS, nodepool)
+    for i in range(count):
+        _web_pod(cluster, f"big-{i}", cpu="3")
+    wait_until(
+        lambda: len(cluster.fake.items(NODES)) == count, f"{count} KWOK nodes", timeout=TIMEOUT
+    )
+    names = sorted(n["metadata"]["name"] for n in cluster.fake.items(NODES))
+    for i, name in enumerate(names):
+        cluster.node_ready(name)
+        cluster.kube.delete(f"{PODS}/big-{i}")
+        _web_pod(cluster, f"small-{i}", cpu="100m", node=name)
+    wait_until(
+        lambda: (
+            len(cluster.nodeclaims()) == count
+            and all(_conditions(c).get("Ready") == "True" for c in cluster.nodeclaims())
+            and all(
+                cluster.operator.state.pod(f"default/small-{i}") is not None for i in range(count)
+            )
+        ),
+        f"{count} ready NodeClaims with their small pods known",
+        timeout=TIMEOUT,
+    )
+    cluster.kube.patch(f"{NODEPOOLS}/web", {"spec": {"disruption": {"consolidateAfter": "0s"}}})
+    return names
+
+
 def _two_commands_in_flight(cluster: Cluster) -> tuple[list[str], set[str]]:
     """Four nodes, each holding one small pod that shares no node with another, so that each
     is replaced by a cheaper node, one command per node; the NodePool's budget allows 2 at
@@ -467,25 +499,7 @@ def _two_commands_in_flight(cluster: Cluster) -> tuple[list[str], set[str]]:
     nodes and the two whose commands are in flight."""
     nodepool = _nodepool("web", consolidationPolicy="WhenEmptyOrUnderutilized")
     nodepool["spec"]["disruption"]["budgets"] = [{"nodes": "2"}]
-    cluster.kube.create(NODEPOOLS, nodepool)
-    for i in range(4):
-        _web_pod(cluster, f"big-{i}", cpu="3")
-    wait_until(lambda: len(cluster.fake.items(NODES)) == 4, "four KWOK nodes", timeout=TIMEOUT)
-    originals = sorted(n["metadata"]["name"] for n in cluster.fake.items(NODES))
-    for i, name in enumerate(originals):
-        cluster.node_ready(name)
-        cluster.kube.delete(f"{PODS}/big-{i}")
-        _web_pod(cluster, f"small-{i}", cpu="100m", node=name)
-    wait_until(
-        lambda: (
-            all(_conditions(c).get("Ready") == "True" for c in cluster.nodeclaims())
-            and all(cluster.operator.state.pod(f"default/small-{i}") is not None for i in range(4))
-        ),
-        "four ready NodeClaims with their small pods known",
-        timeout=TIMEOUT,
-    )
-    cluster.kube.patch(f"{NODEPOOLS}/web", {"spec": {"disruption": {"consolidateAfter": "0s"}}})
-
+    originals = _nodes_each_with_a_small_pod(cluster, nodepool, 4)
     wait_until(
         lambda: len(_tainted(cluster, set(originals))) == 2 and len(cluster.nodeclaims()) == 6,
         "two commands in flight, each with its replacement",
@@ -540,34 +554,17 @@ def test_a_command_possible_while_another_waits_waits_one_delay_from_its_own_dec
     # out its 3 s validation delay, and starts 3 s after its own decision: about a second after
     # the first, not a whole delay after it.
     caplog.set_level("INFO", logger="karpenter.disruption")
-    nodepool = _nodepool("web", consolidationPolicy="WhenEmpty", budgets=[{"nodes": "2"}])
-    cluster.kube.create(NODEPOOLS, nodepool)
-    for i in range(2):
-        _web_pod(cluster, f"big-{i}", cpu="3")
-    wait_until(lambda: len(cluster.fake.items(NODES)) == 2, "two KWOK nodes", timeout=TIMEOUT)
-    names = sorted(n["metadata"]["name"] for n in cluster.fake.items(NODES))
-    for i, name in enumerate(names):
-        cluster.node_ready(name)
-        cluster.kube.delete(f"{PODS}/big-{i}")
-        _web_pod(cluster, f"keep-{i}", cpu="100m", node=name)
-    wait_until(
-        lambda: (
-            len(cluster.nodeclaims()) == 2
-            and all(_conditions(c).get("Ready") == "True" for c in cluster.nodeclaims())
-            and all(cluster.operator.state.pod(f"default/keep-{i}") is not None for i in range(2))
-        ),
-        "two ready NodeClaims with their pods known",
-        timeout=TIMEOUT,
-    )
-    cluster.kube.patch(f"{NODEPOOLS}/web", {"spec": {"disruption": {"consolidateAfter": "0s"}}})
-    cluster.kube.delete(f"{PODS}/keep-0")
+    nodepool = _nodepool("web", consolidationPolicy="WhenEmpty")
+    nodepool["spec"]["disruption"]["budgets"] = [{"nodes": "2"}]
+    names = _nodes_each_with_a_small_pod(cluster, nodepool, 2)
+    cluster.kube.delete(f"{PODS}/small-0")
     threading.Event().wait(1.0)
-    cluster.kube.delete(f"{PODS}/keep-1")
+    cluster.kube.delete(f"{PODS}/small-1")
     wait_until(lambda: not cluster.fake.items(NODES), "both empty nodes removed", timeout=TIMEOUT)
 
     starts = [r for r in caplog.records if r.getMessage() == "disrupting"]
-    assert [r.nodes for r in starts] == [[names[0]], [names[1]]]  # type: ignore[attr-defined]
-    assert all(r.waited_s >= 3.0 for r in starts)  # type: ignore[attr-defined]
+    assert [r.nodes for r in starts] == [[names[0]], [names[1]]]
+    assert all(r.waited_s >= 3.0 for r in starts)
     assert starts[1].created - starts[0].created < 2.5
 
 
