@@ -58,6 +58,7 @@ from karpenter_core.controllers.disruption_queue import (
     InFlight,
     as_it_will_be,
     as_started,
+    waiting_for_replacements,
 )
 from karpenter_core.controllers.objects import (
     NODECLAIMS,
@@ -247,7 +248,7 @@ class DisruptionController(LoopController):
             snapshot,
             ignore_preferences=settings.preference_policy == "Ignore",
             min_values_strict=settings.min_values_policy != "BestEffort",
-            waiting=starting | self.queue.held(),
+            waiting=waiting_for_replacements(decided) | self.queue.held(),
         )
         return future, by_name
 

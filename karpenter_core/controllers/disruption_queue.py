@@ -23,13 +23,13 @@ from karpenter_core.scheduling.taints import Taint
 from karpenter_core.scheduling.topology import LabelSelector
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping, Sequence
+    from collections.abc import Collection, Iterable, Mapping, Sequence
 
     from karpenter_core.apis.v1.nodeclaim import NodeClaim
     from karpenter_core.disruption.planner import Command
     from karpenter_core.scheduling.snapshot import PodInfo, Snapshot
 
-__all__ = ["CommandQueue", "InFlight", "as_it_will_be", "as_started"]
+__all__ = ["CommandQueue", "InFlight", "as_it_will_be", "as_started", "waiting_for_replacements"]
 
 
 @dataclass(slots=True)
@@ -181,6 +181,13 @@ def as_started(
             node.deleting = True
         nodes.append(node)
     return replace(snapshot, nodes=nodes, nodeclaims=[*snapshot.nodeclaims, *replacements])
+
+
+def waiting_for_replacements(commands: Iterable[Command]) -> set[str]:
+    """The candidates of ``commands`` that launch replacements: nothing is evicted from them
+    until those are Initialized (``as_it_will_be``'s ``waiting``). A command that launches none
+    drains as soon as it starts, so its pods use up PodDisruptionBudgets at once."""
+    return {c.name for command in commands if command.replacements for c in command.candidates}
 
 
 def _launching(claim: NodeClaim) -> NodeInfo | None:

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from karpenter_core.controllers.disruption_queue import as_it_will_be, as_started
-from karpenter_core.disruption.planner import next_command
+from karpenter_core.controllers.disruption_queue import (
+    as_it_will_be,
+    as_started,
+    waiting_for_replacements,
+)
+from karpenter_core.disruption.candidates import Candidate
+from karpenter_core.disruption.planner import Command, next_command
 from tests.unit.disruption_fixtures import NOW, node, pdb, pod, pods, pool, snapshot
 from tests.unit.scheduling_fixtures import in_flight
 
@@ -91,6 +96,30 @@ def test_a_command_waiting_for_its_replacement_leaves_pod_disruption_budgets_as_
     command = next_command(waiting, NOW)
     assert command is not None and "other" in [c.name for c in command.candidates]
     assert as_it_will_be(now).pdbs[0]["status"]["disruptionsAllowed"] == 0
+
+
+def test_a_command_decided_that_launches_nothing_uses_up_pod_disruption_budgets_at_once():
+    # Deleting "going" outright evicts web-0 as soon as the command starts, so the decisions
+    # after it see web's budget used up; a command replacing "going" evicts nothing until its
+    # replacement is up, so the budget's status holds meanwhile.
+    now = _web_one_disruption_allowed()
+    going = next(n for n in now.nodes if n.name == "going")
+    candidate = Candidate(going, now.nodepools[0], None, None, list(going.pods), 1.0)
+    spare = snapshot([node("spare", pods=[pod("one-0", "spare")])], POOLS)
+    replacing = next_command(spare, NOW)
+    assert replacing is not None and replacing.replacements
+    delete = Command("underutilized", [candidate])
+    replace = Command("underutilized", [candidate], replacing.replacements)
+
+    assert waiting_for_replacements([delete]) == set()
+    assert waiting_for_replacements([delete, replace]) == {"going"}
+    allowed = [
+        as_it_will_be(now, waiting=waiting_for_replacements([command])).pdbs[0]["status"][
+            "disruptionsAllowed"
+        ]
+        for command in (delete, replace)
+    ]
+    assert allowed == [0, 1]
 
 
 def test_a_cluster_with_nothing_being_deleted_is_unchanged():
