@@ -619,7 +619,7 @@ class ClusterState:
                 bound.setdefault(pod.node_name, []).append(pod)
         views: list[NodeInfo] = []
         for node in nodes:
-            node.label_requirements()  # on the cached node, so every snapshot's copy shares it
+            node.requirement_labels()  # on the cached node, so every snapshot's copy shares it
             view = copy.copy(node)
             view.pods = bound.get(node.name, [])
             view.last_pod_event = last_pod_event.get(node.name, 0.0)

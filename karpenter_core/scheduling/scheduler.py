@@ -208,7 +208,7 @@ class _Existing:
     ) -> None:
         self.node = node
         self.requirements = requirements or node.label_requirements()
-        self.labels = self.requirements.labels()
+        self.labels = requirements.labels() if requirements else node.requirement_labels()
         """The single-valued requirements as labels (where the node counts in topology)."""
         self.taints = node.taints
         used = node.requested()

@@ -286,6 +286,7 @@ class NodeInfo:
     __slots__ = (
         "_cached_usage",
         "_label_requirements",
+        "_requirement_labels",
         "allocatable",
         "annotations",
         "capacity",
@@ -336,6 +337,7 @@ class NodeInfo:
         self.last_pod_event = 0.0
         """When a pod was last bound to or removed from the node (0: unknown)."""
         self._label_requirements: Requirements | None = None
+        self._requirement_labels: dict[str, str] | None = None
         self._cached_usage: (
             tuple[list[PodInfo], int, dict[str, int], frozenset[tuple[str, int, str]]] | None
         ) = None
@@ -378,6 +380,7 @@ class NodeInfo:
         self.labels.setdefault(wk.HOSTNAME, self.name)
         self.nodepool = self.labels.get(wk.NODEPOOL)
         self._label_requirements = None
+        self._requirement_labels = None
 
     def label_requirements(self) -> Requirements:
         """The node's labels as requirements (computed once: labels change only through
@@ -385,6 +388,13 @@ class NodeInfo:
         if self._label_requirements is None:
             self._label_requirements = Requirements.from_labels(self.labels)
         return self._label_requirements
+
+    def requirement_labels(self) -> dict[str, str]:
+        """``label_requirements().labels()`` (well-known keys normalized), computed once too (do
+        not modify)."""
+        if self._requirement_labels is None:
+            self._requirement_labels = self.label_requirements().labels()
+        return self._requirement_labels
 
     def requested(self) -> dict[str, int]:
         """The sum of the bound pods' requests (do not modify the result)."""

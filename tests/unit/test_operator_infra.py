@@ -329,11 +329,13 @@ def test_a_node_not_registered_yet_carries_its_nodeclaims_labels() -> None:
     )
     fresh = ClusterNode.decode({"metadata": {"name": "n", "labels": {"zone": "a"}}})
     assert "karpenter.sh/nodepool" not in fresh.label_requirements().labels()  # cached now
+    assert "karpenter.sh/nodepool" not in fresh.requirement_labels()
     _as_launching(fresh, claim)
     assert fresh.nodepool == "web"
     assert fresh.labels["node.kubernetes.io/instance-type"] == "m"
     assert fresh.labels["zone"] == "a" and fresh.labels["kubernetes.io/hostname"] == "n"
     assert fresh.label_requirements().labels()["karpenter.sh/nodepool"] == "web"
+    assert fresh.requirement_labels()["karpenter.sh/nodepool"] == "web"
 
     registered = ClusterNode.decode(
         {"metadata": {"name": "n", "labels": {"karpenter.sh/registered": "true"}}}
