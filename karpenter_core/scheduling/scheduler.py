@@ -27,7 +27,7 @@ from karpenter_core.scheduling.preferences import PodState, inverse_groups
 from karpenter_core.scheduling.requirements import Requirement, Requirements
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 from karpenter_core.scheduling.taints import Taint, untolerated
-from karpenter_core.scheduling.templates import NodePoolTemplate, bits, daemon_requirements
+from karpenter_core.scheduling.templates import Daemon, NodePoolTemplate, bits, ports_conflict
 from karpenter_core.scheduling.topology import (
     AFFINITY,
     ANTI_AFFINITY,
@@ -170,25 +170,12 @@ def _signature(pod: PodInfo) -> tuple[object, ...]:
     )  # fmt: skip
 
 
-def _ports_conflict(
-    wanted: Sequence[tuple[str, int, str]], used: set[tuple[str, int, str]]
-) -> bool:
-    for ip, port, protocol in wanted:
-        for used_ip, used_port, used_protocol in used:
-            if (
-                port == used_port
-                and protocol == used_protocol
-                and (ip == used_ip or "0.0.0.0" in (ip, used_ip))
-            ):
-                return True
-    return False
-
-
 class _Existing:
     """An existing node (or an in-flight NodeClaim) and the pods this run adds to it."""
 
     __slots__ = (
         "available",
+        "full",
         "labels",
         "node",
         "owners",
@@ -203,7 +190,7 @@ class _Existing:
     def __init__(
         self,
         node: NodeInfo,
-        daemonsets: Sequence[PodInfo],
+        daemons: Sequence[Daemon],
         requirements: Requirements | None = None,
     ) -> None:
         self.node = node
@@ -213,14 +200,20 @@ class _Existing:
         self.taints = node.taints
         used = node.requested()
         self.ports = set(node.host_ports())
-        running = {p.owner_name for p in node.pods if p.is_daemon()} if daemonsets else ()
-        for ds in daemonsets:
-            if ds.name in running or untolerated(node.taints, ds.tolerations) is not None:
+        running = {p.owner_name for p in node.pods if p.is_daemon()} if daemons else ()
+        for ds in daemons:
+            if ds.pod.name in running or not ds.tolerates(node.taints):
                 continue
-            if self.requirements.compatible(daemon_requirements(ds), _NO_UNDEFINED) is None:
-                used = _add(used, ds.requests)
-                self.ports.update(ds.host_ports)
-        self.available = {n: a - used.get(n, 0) for n, a in node.allocatable.items()}
+            if ds.runs_on(self.requirements, _NO_UNDEFINED):
+                used = _add(used, ds.pod.requests)
+                self.ports.update(ds.pod.host_ports)
+        allocatable = node.allocatable
+        self.available = {n: a - used.get(n, 0) for n, a in allocatable.items()}
+        self.full = any(a < 0 for a in self.available.values()) or any(
+            amount > 0 and n not in allocatable for n, amount in used.items()
+        )
+        """Its pods and DaemonSets already request more than it has: no pod fits, whatever it
+        requests."""
         self.pods: list[PodInfo] = []
         self.owners = [p for p in node.pods if p.pod_anti_affinity]
         """Bound pods with a required anti-affinity (they constrain pods placed later)."""
@@ -236,6 +229,7 @@ class _Existing:
         clone.taints = self.taints
         clone.owners = self.owners
         clone.available = dict(self.available)
+        clone.full = self.full
         clone.ports = set(self.ports)
         clone.pods = []
         clone.shared = False
@@ -252,13 +246,13 @@ class _Existing:
         groups: Sequence[TopologyGroup],
     ) -> bool:
         pod = state.pod
-        if not _fits(pod.requests, self.available):
+        if self.full or not _fits(pod.requests, self.available):
             return False
         if untolerated(self.taints, state.tolerations) is not None:
             return False
         if self.requirements.compatible(requirements, _NO_UNDEFINED) is not None:
             return False
-        if pod.host_ports and _ports_conflict(pod.host_ports, self.ports):
+        if pod.host_ports and ports_conflict(pod.host_ports, self.ports):
             return False
         if groups and solver.domains_for(pod, groups, self.requirements) is None:
             return False
@@ -273,8 +267,11 @@ class _Claim:
     """A NodeClaim being filled: its requirements and the instance types that still fit."""
 
     __slots__ = (
+        "cheapest_cpu",
+        "cheapest_memory",
         "free_cpu",
         "free_memory",
+        "growths",
         "hostname",
         "mask",
         "min_values_relaxed",
@@ -303,16 +300,34 @@ class _Claim:
         self.mask = mask
         self.requests = dict(pod.requests)
         self.pods = [pod]
-        self.ports = set(template.daemon_ports) | set(pod.host_ports)
+        self.ports = set(pod.host_ports)
+        """The host ports of its pods (a DaemonSet's ports narrow its instance types instead)."""
         self.min_values_relaxed = min_values_relaxed
-        self.free_cpu = self.free_memory = 0
+        self.free_cpu = self.free_memory = self.cheapest_cpu = self.cheapest_memory = 0
+        self.growths: dict[tuple[tuple[str, int], ...], float] = {}
+        """``growth`` per pod requests, until a pod is added."""
         self._update_free()
 
     def _update_free(self) -> None:
-        """Room left on the largest type still possible: a cheap first test for every pod."""
+        """Room left on the largest type still possible (a cheap first test for every pod), and
+        on the cheapest type that holds its pods now."""
         index = self.template.index
-        self.free_cpu = index.largest("cpu", self.mask) - self.requests.get("cpu", 0)
-        self.free_memory = index.largest("memory", self.mask) - self.requests.get("memory", 0)
+        cpu, memory = self.requests.get("cpu", 0), self.requests.get("memory", 0)
+        self.free_cpu = index.largest("cpu", self.mask) - cpu
+        self.free_memory = index.largest("memory", self.mask) - memory
+        cheapest = index.usable[(self.mask & -self.mask).bit_length() - 1]
+        self.cheapest_cpu = cheapest.get("cpu", 0) - cpu
+        self.cheapest_memory = cheapest.get("memory", 0) - memory
+
+    def growth(self, pod: PodInfo) -> float:
+        """How much dearer the cheapest type that would hold its pods and ``pod`` is than the
+        cheapest that holds them now (infinite when none would)."""
+        index, prices = self.template.index, self.template.prices
+        grown = index.fitting(_add(self.requests, pod.requests), self.mask)
+        if not grown:
+            return math.inf
+        now = (self.mask & -self.mask).bit_length() - 1
+        return prices[(grown & -grown).bit_length() - 1] - prices[now]
 
     @property
     def taints(self) -> tuple[Taint, ...]:
@@ -342,8 +357,12 @@ class _Claim:
             return False
         if untolerated(template.taints, state.tolerations) is not None:
             return False
-        if pod.host_ports and _ports_conflict(pod.host_ports, self.ports):
-            return False
+        if pod.host_ports:
+            if ports_conflict(pod.host_ports, self.ports):
+                return False
+            mask &= ~template.daemon_port_conflicts(pod.host_ports)
+            if not mask:
+                return False
         merged = self.requirements
         if requirements:
             if self.requirements.compatible(requirements, template.allow_undefined) is not None:
@@ -369,6 +388,7 @@ class _Claim:
         self.requests = requests
         self.min_values_relaxed = self.min_values_relaxed or relaxed
         self.ports.update(pod.host_ports)
+        self.growths.clear()
         self._update_free()
         if narrowed:
             solver.topology.record_narrowed(self.pods, self, frozenset(narrowed))
@@ -387,6 +407,8 @@ class _Claim:
         # Every type that holds the pods, within the capacity reserved against the limits, stays
         # an option so the provider can fall back when the cheapest offering has no capacity.
         fitting = template.index.fitting(self.requests, compatible)
+        if self.ports:
+            fitting &= ~template.daemon_port_conflicts(tuple(self.ports))
         options = self.mask | template.within_reservation(fitting, self.reserved)
         ranked = sorted(bits(options), key=rank)
         overhead = template.daemon_overhead(types[best])
@@ -510,6 +532,7 @@ class _Solver:
             and claim.status.node_name not in registered
             and claim.status.provider_id not in registered
         ]
+        daemons = _daemons(snapshot)
         out = []
         for claim in sorted(unregistered, key=lambda c: c.metadata.name or ""):
             manifest = claim.to_manifest()
@@ -537,7 +560,7 @@ class _Solver:
                 taints=[Taint.from_manifest(t) for t in spec.get("taints") or ()],
                 initialized=False,
             )
-            out.append(_Existing(node, snapshot.daemonsets, requirements))
+            out.append(_Existing(node, daemons, requirements))
         return out
 
     def solve(self, pods: Sequence[PodInfo]) -> Results:
@@ -607,17 +630,7 @@ class _Solver:
                 placed = existing
                 break
         else:
-            per_host = _per_host_limits(pod, checks)
-            for claim in self.claims:
-                if cpu > claim.free_cpu or memory > claim.free_memory:
-                    continue
-                if per_host and any(
-                    group.counts.get(claim.hostname, 0) > limit for group, limit in per_host
-                ):
-                    continue
-                if claim.try_add(self, state, requirements, checks):
-                    placed = claim
-                    break
+            placed = self._add_to_open(state, requirements, checks)
         if placed is None:
             reasons: list[str] = []
             for template in self.templates:
@@ -632,6 +645,44 @@ class _Solver:
                 return "; ".join(dict.fromkeys(reasons))
         self.topology.place(pod, placed)
         self.topology.record_owner(pod, owned, placed)
+        return None
+
+    def _add_to_open(
+        self, state: PodState, requirements: Requirements, checks: Sequence[TopologyGroup]
+    ) -> _Claim | None:
+        """Add the pod to an open NodeClaim: the first (in the order they opened) whose cheapest
+        type still has room for it, else the one whose cheapest type grows the least in price.
+
+        Growing the first claim that could hold the pod, as first-fit does, can move a node to a
+        much dearer type while another claim has room to spare.
+        """
+        pod = state.pod
+        cpu, memory = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
+        per_host = _per_host_limits(pod, checks)
+        growing: list[_Claim] = []
+        growths: list[float] = []
+        shape = tuple(pod.requests.items())
+        for claim in self.claims:
+            if cpu > claim.free_cpu or memory > claim.free_memory:
+                continue
+            if cpu > claim.cheapest_cpu or memory > claim.cheapest_memory:
+                growth = claim.growths.get(shape)
+                if growth is None:
+                    growth = claim.growths[shape] = claim.growth(pod)
+                growing.append(claim)
+                growths.append(growth)
+            elif not (per_host and _host_full(claim, per_host)) and claim.try_add(
+                self, state, requirements, checks
+            ):
+                return claim
+        for i in sorted(range(len(growing)), key=growths.__getitem__):
+            claim = growing[i]
+            if growths[i] == math.inf:
+                break
+            if not (per_host and _host_full(claim, per_host)) and claim.try_add(
+                self, state, requirements, checks
+            ):
+                return claim
         return None
 
     def topology_possible(self, state: PodState) -> bool:
@@ -750,8 +801,6 @@ class _Solver:
         taint = untolerated(template.taints, state.tolerations)
         if taint is not None:
             return f"{prefix}did not tolerate taint {taint}"
-        if pod.host_ports and _ports_conflict(pod.host_ports, set(template.daemon_ports)):
-            return f"{prefix}a DaemonSet on its nodes uses the same host port"
         conflict = template.requirements.compatible(requirements, template.allow_undefined)
         if conflict is not None:
             return f"{prefix}{conflict}"
@@ -763,6 +812,11 @@ class _Solver:
         index = template.index
         mask = index.fitting(pod.requests, compatible)
         if not mask:
+            if not compatible & index.viable:
+                return (
+                    f"{prefix}the DaemonSets that would run on its nodes request more than any "
+                    "instance type has"
+                )
             too_big = {
                 name: amount
                 for name, amount in pod.requests.items()
@@ -770,6 +824,10 @@ class _Solver:
             }
             wanted = _describe(too_big or pod.requests) + _describe_requirements(requirements)
             return f"{prefix}no instance type has {wanted}"
+        if pod.host_ports:
+            mask &= ~template.daemon_port_conflicts(pod.host_ports)
+            if not mask:
+                return f"{prefix}a DaemonSet on its nodes uses the same host port"
         mask, limit_reason = template.within_limits(mask)
         if not mask:
             return limit_reason
@@ -836,6 +894,11 @@ def _per_host_limits(
     return limits
 
 
+def _host_full(claim: _Claim, limits: Sequence[tuple[TopologyGroup, int]]) -> bool:
+    """Whether the NodeClaim already holds as many matching pods as a hostname group allows."""
+    return any(group.counts.get(claim.hostname, 0) > limit for group, limit in limits)
+
+
 def _shown(requirements: Requirements, merged: Requirements) -> str:
     return str(requirements) if requirements else str(merged)
 
@@ -859,7 +922,12 @@ def _plan(
         if price < cheapest_by_held.get(held, float("inf")):
             cheapest_by_held[held] = price
     options = sorted(cheapest_by_held.items())
-    by_ratio = min(options, key=lambda option: (option[1] / option[0], option[1]))
+    # Beyond the knapsack, the lowest price per pod; of equal ratios the larger node, as below.
+    best_ratio = min(price / held for held, price in options)
+    by_ratio = max(
+        (o for o in options if math.isclose(o[1] / o[0], best_ratio, rel_tol=1e-9)),
+        key=lambda option: option[1],
+    )
     bound = min(waiting, 2 * options[-1][0])
     whole = [float("inf")] * (bound + 1)  # cheapest single node holding n pods
     for held, price in options:
@@ -884,14 +952,19 @@ def _plan(
     return first
 
 
+def _daemons(snapshot: Snapshot) -> list[Daemon]:
+    return [Daemon(ds) for ds in snapshot.daemonsets]
+
+
 def compile_templates(snapshot: Snapshot) -> list[NodePoolTemplate]:
     """The snapshot's NodePools compiled for scheduling, in the order the scheduler tries them
     (weight, then name)."""
+    daemons = _daemons(snapshot)
     return [
         NodePoolTemplate(
             nodepool,
             snapshot.instance_types.get(nodepool.metadata.name or "", ()),
-            snapshot.daemonsets,
+            daemons,
             snapshot.nodes,
         )
         for nodepool in sorted(
@@ -903,8 +976,9 @@ def compile_templates(snapshot: Snapshot) -> list[NodePoolTemplate]:
 def _existing(snapshot: Snapshot) -> list[_Existing]:
     """The nodes a run may place pods on, initialized ones first, by name; deleting ones left
     out."""
+    daemons = _daemons(snapshot)
     return [
-        _Existing(node, snapshot.daemonsets)
+        _Existing(node, daemons)
         for node in sorted(snapshot.nodes, key=lambda n: (not n.initialized, n.name))
         if not node.deleting
     ]

@@ -8,7 +8,7 @@ a mask is the cheapest feasible type.
 from __future__ import annotations
 
 import copy
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -23,29 +23,72 @@ if TYPE_CHECKING:
     from karpenter_core.cloudprovider.types import InstanceType, Offering
     from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo
 
-__all__ = ["NODES", "NodePoolTemplate", "TypeIndex", "bits", "daemon_requirements"]
+__all__ = ["NODES", "Daemon", "NodePoolTemplate", "TypeIndex", "bits", "ports_conflict"]
 
 NODES = "nodes"
 """The pseudo-resource a NodePool limit may set on the number of nodes."""
 
+def ports_conflict(
+    wanted: Iterable[tuple[str, int, str]], used: Iterable[tuple[str, int, str]]
+) -> bool:
+    """Whether two sets of host ports (IP, port, protocol) overlap; 0.0.0.0 overlaps every IP."""
+    used = tuple(used)
+    for ip, port, protocol in wanted:
+        for used_ip, used_port, used_protocol in used:
+            if (
+                port == used_port
+                and protocol == used_protocol
+                and (ip == used_ip or "0.0.0.0" in (ip, used_ip))
+            ):
+                return True
+    return False
 
-def daemon_requirements(pod: PodInfo) -> Requirements:
-    """Where a DaemonSet pod may run: its node selector and first required affinity term."""
-    requirements = Requirements.from_labels(pod.node_selector)
-    if pod.node_affinity_required:
-        requirements.add(*Requirements.from_node_selector(pod.node_affinity_required[0]).values())
-    return requirements
+
+class Daemon:
+    """A DaemonSet as scheduling sees it: its pod's requests and host ports, and where it runs.
+
+    Its pod runs on a node that satisfies its node selector and any one of its ORed required
+    node-affinity terms, and whose taints it tolerates; PreferNoSchedule taints never keep a
+    DaemonSet pod off a node.
+    """
+
+    __slots__ = ("pod", "terms")
+
+    def __init__(self, pod: PodInfo) -> None:
+        self.pod = pod
+        selector = Requirements.from_labels(pod.node_selector)
+        terms = []
+        for term in pod.node_affinity_required or ((),):
+            requirements = selector.copy()
+            requirements.add(*Requirements.from_node_selector(term).values())
+            terms.append(requirements)
+        self.terms = tuple(terms)
+
+    def tolerates(self, taints: Iterable[Taint]) -> bool:
+        """Whether the pod tolerates every taint that could keep it off a node."""
+        hard = [t for t in taints if t.effect != "PreferNoSchedule"]
+        return not hard or untolerated(hard, self.pod.tolerations) is None
+
+    def runs_on(
+        self, node: Requirements, allow_undefined: frozenset[str] = wk.WELL_KNOWN_LABELS
+    ) -> bool:
+        """Whether some required term is compatible with the node's requirements."""
+        return any(node.compatible(term, allow_undefined) is None for term in self.terms)
 
 
 class TypeIndex:
-    """A NodePool's instance types ordered by price (bit 0 cheapest), with capacity masks."""
+    """A NodePool's instance types ordered by price (bit 0 cheapest), with capacity masks.
 
-    __slots__ = ("all", "masks", "types", "usable", "values")
+    A type whose usable capacity is negative in any resource (its DaemonSets alone request more
+    than it has) holds no pod at all, whatever the pod requests: ``viable`` leaves it out.
+    """
+
+    __slots__ = ("masks", "types", "usable", "values", "viable")
 
     def __init__(self, types: Sequence[InstanceType], usable: Sequence[dict[str, int]]) -> None:
         self.types = list(types)
         self.usable = list(usable)
-        self.all = (1 << len(self.types)) - 1
+        self.viable = (1 << len(self.types)) - 1
         self.values: dict[str, list[int]] = {}
         self.masks: dict[str, list[int]] = {}
         for name in {name for amounts in self.usable for name in amounts}:
@@ -55,10 +98,11 @@ class TypeIndex:
                 masks[position] = masks[position + 1] | (1 << order[position])
             self.values[name] = [self.usable[i].get(name, 0) for i in order]
             self.masks[name] = masks
+            self.viable &= masks[bisect_left(self.values[name], 0)]
 
     def fitting(self, requests: Mapping[str, int], mask: int | None = None) -> int:
-        """The types (within ``mask``) whose usable capacity holds ``requests``."""
-        result = self.all if mask is None else mask
+        """The viable types (within ``mask``) whose usable capacity holds ``requests``."""
+        result = self.viable if mask is None else mask & self.viable
         for name, amount in requests.items():
             if amount <= 0:
                 continue
@@ -69,6 +113,14 @@ class TypeIndex:
             if not result:
                 return 0
         return result
+
+    def at_most(self, name: str, amount: int) -> int:
+        """The types with at most ``amount`` of ``name`` (none of it counts as zero)."""
+        every = (1 << len(self.types)) - 1
+        values = self.values.get(name)
+        if values is None:
+            return every if amount >= 0 else 0
+        return every & ~self.masks[name][bisect_right(values, amount)]
 
     def largest(self, name: str, mask: int) -> int:
         """The most usable ``name`` any type in ``mask`` has (a bisection over the masks)."""
@@ -107,7 +159,7 @@ class NodePoolTemplate:
         self,
         nodepool: NodePool,
         instance_types: Sequence[InstanceType],
-        daemonsets: Sequence[PodInfo],
+        daemons: Sequence[Daemon],
         existing_nodes: Sequence[NodeInfo],
     ) -> None:
         manifest: dict[str, Any] = nodepool.to_manifest()
@@ -142,13 +194,11 @@ class NodePoolTemplate:
         self.allow_undefined = wk.WELL_KNOWN_LABELS | frozenset(
             key for it in self.instance_types for key in it.requirements
         )
-        self.daemonsets = [
+        self.daemons = [
             ds
-            for ds in daemonsets
-            if untolerated(self.taints, ds.tolerations) is None
-            and self.requirements.compatible(daemon_requirements(ds), self.allow_undefined) is None
+            for ds in daemons
+            if ds.tolerates(self.taints) and ds.runs_on(self.requirements, self.allow_undefined)
         ]
-        self.daemon_ports = frozenset(port for ds in self.daemonsets for port in ds.host_ports)
         self._daemon_overhead: dict[str, dict[str, int]] = {}
         self._compatible: dict[Requirements, tuple[int, dict[int, Offering]]] = {}
         priced = []
@@ -158,11 +208,21 @@ class NodePoolTemplate:
                 priced.append((offering.price, it.name, it))
         priced.sort(key=lambda entry: entry[:2])
         types = [entry[2] for entry in priced]
+        self.prices = [entry[0] for entry in priced]
+        """The cheapest offering's price of each type, in the index's order."""
         usable = []
         for it in types:
             overhead = self.daemon_overhead(it)
-            usable.append({n: a - overhead.get(n, 0) for n, a in it.allocatable.items()})
+            room = dict(it.allocatable)
+            for name, amount in overhead.items():
+                room[name] = room.get(name, 0) - amount
+            usable.append(room)
         self.index = TypeIndex(types, usable)
+        self._daemon_ports = [
+            (ds.pod.host_ports, sum(1 << i for i, it in enumerate(types) if self._runs(ds, it)))
+            for ds in self.daemons
+            if ds.pod.host_ports
+        ]
         limited = types if self.limits else []
         self.capacity_index = TypeIndex(limited, [it.capacity for it in limited])
 
@@ -185,20 +245,32 @@ class NodePoolTemplate:
                     clone._consume(node.capacity, -1)
         return clone
 
+    def _runs(self, daemon: Daemon, instance_type: InstanceType) -> bool:
+        node = self.requirements.copy()
+        node.add(*instance_type.requirements.values())
+        return daemon.runs_on(node)
+
     def daemon_overhead(self, instance_type: InstanceType) -> dict[str, int]:
         """Requests of the DaemonSet pods that would run on a node of this type."""
         cached = self._daemon_overhead.get(instance_type.name)
         if cached is not None:
             return cached
-        node = self.requirements.copy()
-        node.add(*instance_type.requirements.values())
         total: dict[str, int] = {}
-        for ds in self.daemonsets:
-            if node.compatible(daemon_requirements(ds)) is None:
-                for name, amount in ds.requests.items():
+        for ds in self.daemons:
+            if self._runs(ds, instance_type):
+                for name, amount in ds.pod.requests.items():
                     total[name] = total.get(name, 0) + amount
         self._daemon_overhead[instance_type.name] = total
         return total
+
+    def daemon_port_conflicts(self, ports: Sequence[tuple[str, int, str]]) -> int:
+        """The types on which a DaemonSet that would run there uses one of ``ports``."""
+        blocked = 0
+        if ports:
+            for daemon_ports, mask in self._daemon_ports:
+                if ports_conflict(ports, daemon_ports):
+                    blocked |= mask
+        return blocked
 
     def compatible(self, requirements: Requirements) -> tuple[int, dict[int, Offering]]:
         """Types compatible with ``requirements`` and the cheapest offering each may launch with."""
@@ -241,22 +313,15 @@ class NodePoolTemplate:
             return mask, None
         if NODES in self.remaining and self.remaining[NODES] < 1000:
             return 0, self._limit_reason(NODES)
-        kept = 0
+        kept = mask
         blocking = None
-        for i in bits(mask):
-            capacity = self.index.types[i].capacity
-            over = next(
-                (
-                    n
-                    for n in self.remaining
-                    if n != NODES and capacity.get(n, 0) > self.remaining[n]
-                ),
-                None,
-            )
-            if over is None:
-                kept |= 1 << i
-            elif blocking is None:
-                blocking = over
+        for name, left in self.remaining.items():
+            if name == NODES:
+                continue
+            allowed = self.capacity_index.at_most(name, left)
+            if blocking is None and mask & ~allowed:
+                blocking = name
+            kept &= allowed
         return kept, (self._limit_reason(blocking) if not kept and blocking else None)
 
     def reserve(self, mask: int, previous: Mapping[str, int] | None = None) -> dict[str, int]:
@@ -280,13 +345,10 @@ class NodePoolTemplate:
         """The types in ``mask`` no larger, in any limited resource, than ``reserved``."""
         if not self.limits:
             return mask
-        limited = [name for name in self.limits if name != NODES]
-        kept = 0
-        for i in bits(mask):
-            capacity = self.index.types[i].capacity
-            if all(capacity.get(name, 0) <= reserved.get(name, 0) for name in limited):
-                kept |= 1 << i
-        return kept
+        for name in self.limits:
+            if name != NODES:
+                mask &= self.capacity_index.at_most(name, reserved.get(name, 0))
+        return mask
 
     def _limit_reason(self, name: str) -> str:
         limit = format_quantity(Fraction(self.limits[name], 1000), binary=name == "memory")
