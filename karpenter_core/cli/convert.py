@@ -141,9 +141,11 @@ def _render_yaml(result: Conversion) -> str:
         by_source.setdefault(finding.object, []).append(finding)
     parts = []
     for converted in result.objects:
-        lines = [f"# from {converted.source}"]
-        for finding in by_source.get(converted.source, ()):
-            lines.append("# " + finding.line().replace(f"{converted.source}: ", "", 1))
+        lines = []
+        if not converted.placeholder:  # a placeholder's comments say whom it was written for
+            lines.append(f"# from {converted.source}")
+            for finding in by_source.get(converted.source, ()):
+                lines.append("# " + finding.line().replace(f"{converted.source}: ", "", 1))
         lines.extend(f"# {comment}" for comment in converted.comments)
         body = yaml.safe_dump(converted.obj, sort_keys=False, default_flow_style=False)
         parts.append("---\n" + "\n".join(lines) + "\n" + body)
@@ -228,7 +230,13 @@ def converted_documents(
     for item in result.objects:
         doc = origin[item.source]
         converted.append(Document(doc.source, doc.index, item.obj, doc.item))
-        if (doc.obj.get("apiVersion"), doc.kind) != (item.obj["apiVersion"], item.obj["kind"]):
+        if item.placeholder:
+            notes.append(
+                f"{item.obj['kind']} {item.obj['metadata']['name']} ({item.obj['apiVersion']}) "
+                f"added for {item.source}, which names no NodeClass, with placeholders, as "
+                "karpenter convert writes it"
+            )
+        elif (doc.obj.get("apiVersion"), doc.kind) != (item.obj["apiVersion"], item.obj["kind"]):
             notes.append(
                 f"{item.source} ({doc.obj.get('apiVersion')}) read as {item.obj['kind']} "
                 f"{item.obj['metadata']['name']} ({item.obj['apiVersion']}), as karpenter "

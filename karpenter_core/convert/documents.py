@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.convert.nodepool import (
     V1,
@@ -56,11 +58,24 @@ class Conversion:
 
 
 @dataclass(slots=True)
+class _Placeholder:
+    """A provider's default NodeClass, written for the NodePools whose input named none."""
+
+    obj: dict[str, Any]
+    comments: list[str]
+    converter: NodeClassConverter
+    sources: list[str]
+
+
+@dataclass(slots=True)
 class _Pool:
     obj: dict[str, Any]
     source: str
     kubelet: Mapping[str, Any] | None
     converter: NodeClassConverter | None
+    unnamed: bool = False
+    """The input named no NodeClass (a Provisioner without ``providerRef``): the NodePool gets
+    its provider's default one."""
 
     def add(self, result: Conversion, findings: Sequence[Finding]) -> None:
         """Add findings about the v1 NodePool, with the input's field paths."""
@@ -107,7 +122,10 @@ def convert_objects(
     objects are passed through (``others``) for the simulation to check as it checks any input,
     but a v1 NodeClass that receives kubelet settings from an older NodePool. An
     instance-type wildcard (``m5.*``), which matches nothing and which v1 refuses as a label
-    value, is replaced by the provider's requirement for what it meant, with a warning.
+    value, is replaced by the provider's requirement for what it meant, with a warning. A
+    NodePool whose input named no NodeClass (a Provisioner without ``providerRef``) references
+    its provider's default one, written out with placeholders unless the input has one of that
+    name, with a warning.
     """
     result = Conversion()
     pools: list[_Pool] = []
@@ -150,7 +168,11 @@ def convert_objects(
         else:
             result.findings.extend(check_workload(obj))
             result.others.append(position)
-    variants = _variants(pools, node_classes, result)
+    placeholders = _default_node_classes(pools, node_classes, result)
+    given = {(id(c), _name(obj)) for _, obj, c in node_classes} | {
+        (id(p.converter), _name(p.obj)) for p in placeholders
+    }
+    variants = _variants(pools, given, result)
     for position, obj, converter in node_classes:
         name = str((obj.get("metadata") or {}).get("name") or "")
         wanted = variants.get((id(converter), name), ())
@@ -164,6 +186,8 @@ def convert_objects(
         converted, findings = converter.convert(obj, wanted)
         result.objects.extend(converted)
         result.findings.extend(findings)
+    for placeholder in placeholders:
+        _write_placeholder(placeholder, variants, result)
     for pool in pools:
         _finish(pool, result)
     by_source = {pool.source: pool for pool in pools}
@@ -199,7 +223,8 @@ def _nodepool(
     converter = next(
         (c for c in converters if c.node_class_ref(ref) is not None and ref.get("group")), None
     )
-    pool = _Pool(nodepool, source, kubelet, converter)
+    unnamed = api_version != V1 and not ref.get("name")
+    pool = _Pool(nodepool, source, kubelet, converter, unnamed=unnamed)
     if api_version == V1ALPHA5 and converter is not None:
         template_spec = _template_spec(nodepool)
         for requirement, why in converter.v1alpha5_defaults(nodepool):
@@ -233,16 +258,83 @@ def _template_spec(nodepool: Mapping[str, Any]) -> dict[str, Any]:
     return (spec.get("template") or {}).get("spec") or {}
 
 
-def _variants(
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def _default_node_classes(
     pools: Sequence[_Pool],
     node_classes: Sequence[tuple[int, Mapping[str, Any], NodeClassConverter]],
     result: Conversion,
+) -> list[_Placeholder]:
+    """Point each NodePool whose input named no NodeClass at its provider's default NodeClass
+    (one per provider, however many NodePools need it): the input's NodeClass of that name
+    when there is one, else a placeholder to be written out."""
+    unnamed: dict[int, tuple[NodeClassConverter, list[_Pool]]] = {}
+    for pool in pools:
+        if pool.unnamed and pool.converter is not None:
+            unnamed.setdefault(id(pool.converter), (pool.converter, []))[1].append(pool)
+    placeholders: list[_Placeholder] = []
+    for converter, members in unnamed.values():
+        obj, comments = converter.default_node_class()
+        name, kind = _name(obj), str(obj.get("kind"))
+        existing = next(
+            (o for _, o, c in node_classes if c is converter and _name(o) == name), None
+        )
+        if existing is None:
+            fill = ", ".join(dict.fromkeys(_PLACEHOLDER.findall(json.dumps(obj))))
+            message = (
+                f"names no NodeClass, and a v1 NodePool needs one: the output references {kind} "
+                f"{name}, written out with placeholders to fill in before applying ({fill}); "
+                f"if the cluster already has {kind} {name}, leave the written one out"
+            )
+            sources = [p.source for p in members]
+            names = "names" if len(sources) == 1 else "name"
+            written_for = (
+                f"written for {', '.join(sources)}, which {names} no NodeClass: fill in {fill} "
+                f"before applying (envsubst does, from the environment); if the cluster "
+                f"already has {kind} {name}, leave this one out"
+            )
+            placeholders.append(_Placeholder(obj, [written_for, *comments], converter, sources))
+        else:
+            message = (
+                f"names no NodeClass, and a v1 NodePool needs one: the output references {kind} "
+                f"{name}, which the input's {describe(existing)} becomes; check that it suits "
+                "this NodePool"
+            )
+        for pool in members:
+            _template_spec(pool.obj)["nodeClassRef"]["name"] = name
+            pool.add(result, [Finding(pool.source, "spec.template.spec.nodeClassRef", message)])
+    return placeholders
+
+
+def _write_placeholder(
+    placeholder: _Placeholder,
+    variants: Mapping[tuple[int, str], Sequence[NodeClassVariant]],
+    result: Conversion,
+) -> None:
+    """Add a default NodeClass (each of its kubelet variants) to the result."""
+    wanted = variants.get((id(placeholder.converter), _name(placeholder.obj)), ())
+    converted, findings = placeholder.converter.convert(placeholder.obj, wanted)
+    for item in converted:
+        item.source = placeholder.sources[0]
+        item.placeholder = True
+        item.comments = [*placeholder.comments, *item.comments]
+    result.objects.extend(converted)
+    result.findings.extend(findings)
+
+
+def _variants(
+    pools: Sequence[_Pool],
+    given: Set[tuple[int, str]],
+    result: Conversion,
 ) -> dict[tuple[int, str], list[NodeClassVariant]]:
     """Per (converter, NodeClass name): one variant per distinct kubelet among the NodePools
-    that reference it, the first keeping the name; NodePools are pointed at their variant."""
-    given = {
-        (id(c), str((obj.get("metadata") or {}).get("name") or "")) for _, obj, c in node_classes
-    }
+    that reference it, the first keeping the name; NodePools are pointed at their variant.
+    ``given`` are the NodeClasses to be written, as (id of converter, name)."""
     groups: dict[tuple[int, str], dict[str, list[_Pool]]] = {}
     for pool in pools:
         ref = _template_spec(pool.obj).get("nodeClassRef") or {}
@@ -298,7 +390,10 @@ def _finish(pool: _Pool, result: Conversion) -> None:
     if not isinstance(requirements, list):
         requirements = []
     for index, requirement in enumerate(requirements):
-        if not isinstance(requirement, dict) or requirement.get("operator") != "In":
+        if not isinstance(requirement, dict):
+            continue
+        operator = requirement.get("operator")
+        if operator not in ("In", "NotIn"):
             continue
         values = requirement.get("values")
         if not isinstance(values, list):
@@ -307,13 +402,18 @@ def _finish(pool: _Pool, result: Conversion) -> None:
         if not patterns:
             continue
         replacement = converter.wildcard_replacement(requirement) if converter else None
-        literal = f"{', '.join(patterns)}: values are literal, so a wildcard matches nothing (v1 "
+        does = "matches" if operator == "In" else "excludes"
+        literal = (
+            f"{', '.join(patterns)}: values are literal, so a wildcard {does} nothing, and v1 "
+            "refuses it as a label value: "
+        )
         if replacement is None:
-            message = literal + "refuses it as a label value): list the instance types instead"
+            what = "instance types" if _is_instance_type(requirement) else "values it meant"
+            message = literal + f"list the {what} instead"
         else:
             requirements[index] = replacement
             message = literal + (
-                f"refuses it as a label value): the output requires {replacement['key']} In "
+                f"the output requires {replacement['key']} {replacement['operator']} "
                 f"[{', '.join(replacement['values'])}] instead, which selects what it meant"
             )
         pool.add(
@@ -321,6 +421,11 @@ def _finish(pool: _Pool, result: Conversion) -> None:
             [Finding(pool.source, f"spec.template.spec.requirements[{index}].values", message)],
         )
     result.objects.append(Converted(pool.obj, pool.source))
+
+
+def _is_instance_type(requirement: Mapping[str, Any]) -> bool:
+    key = str(requirement.get("key"))
+    return wk.NORMALIZED_LABELS.get(key, key) == wk.INSTANCE_TYPE
 
 
 def _nodeclaim(

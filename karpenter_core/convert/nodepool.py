@@ -286,13 +286,15 @@ def _ref(
 ) -> dict[str, Any]:
     converted = node_class_ref(ref)
     if converted is not None:
-        if converted.get("kind") != ref.get("kind"):
+        # A reference without a name gets the provider's default NodeClass (convert_objects).
+        if ref.get("name") and converted.get("kind") != ref.get("kind"):
+            was = f"{ref['kind']} {ref['name']}" if ref.get("kind") else f"{ref['name']} (no kind)"
             findings.append(
                 Finding(
                     source,
                     "spec.template.spec.nodeClassRef",
-                    f"{ref.get('kind') or 'a reference without kind'} {ref.get('name')} became "
-                    f"{converted['kind']} {converted['name']} (group {converted['group']})",
+                    f"{was} became {converted['kind']} {converted['name']} "
+                    f"(group {converted['group']})",
                     "note",
                 )
             )
@@ -300,7 +302,16 @@ def _ref(
     group = ref.get("group") or str(ref.get("apiVersion") or "").rpartition("/")[0]
     out = {"group": group, "kind": ref.get("kind"), "name": ref.get("name")}
     missing = [key for key, value in out.items() if not value]
-    if missing:
+    if not ref:
+        findings.append(
+            Finding(
+                source,
+                "spec.template.spec.nodeClassRef",
+                "not set, and no installed provider converts NodeClasses: v1 needs a reference "
+                "(group, kind, name): fill it in before applying",
+            )
+        )
+    elif missing:
         findings.append(
             Finding(
                 source,

@@ -45,8 +45,12 @@ class Converted:
 
     obj: dict[str, Any]
     source: str
-    """The input object it was made from (``Provisioner default``)."""
+    """The input object it was made from (``Provisioner default``); for a placeholder, the first
+    input object it was written for."""
     comments: list[str] = field(default_factory=list)
+    placeholder: bool = False
+    """Written for input objects that named no NodeClass, not converted from ``source``: its
+    comments say what to fill in."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +96,14 @@ class NodeClassConverter(Protocol):
         ...
 
     def wildcard_replacement(self, requirement: Mapping[str, Any]) -> dict[str, Any] | None:
-        """For a requirement whose values hold a wildcard (``m5.*``), the requirement that
-        selects what it meant, or None."""
+        """For an ``In`` or ``NotIn`` requirement whose values hold a wildcard (``m5.*``), the
+        requirement (same operator) that selects what it meant, or None."""
+        ...
+
+    def default_node_class(self) -> tuple[dict[str, Any], list[str]]:
+        """The v1 NodeClass for NodePools whose input named none (a v1alpha5 Provisioner
+        without ``providerRef``), as the provider's getting-started guide writes it, with
+        ``${PLACEHOLDER}`` values to fill in; and comments explaining its values."""
         ...
 
 

@@ -162,6 +162,24 @@ def test_provisioner_findings_name_the_provisioner_fields() -> None:
     assert "group, kind" in by_field(findings)["spec.providerRef"].message
 
 
+def test_a_provisioner_without_provider_ref_and_no_provider_to_supply_one() -> None:
+    obj = provisioner()
+    del obj["spec"]["providerRef"]
+    _, findings = converted([obj])
+    message = by_field(findings)["spec.providerRef"].message
+    assert message.startswith("not set, and no installed provider converts NodeClasses")
+
+
+def test_a_reference_without_kind_is_named_as_such_in_the_note() -> None:
+    """A reference without kind (a providerRef's usual form) is named by its name alone."""
+    obj = v1beta1_nodepool()
+    del obj["spec"]["template"]["spec"]["nodeClassRef"]["kind"]
+    _, _, findings = v1beta1_to_v1(obj, "NodePool pool", lambda ref: dict(REF))
+    assert by_field(findings)["spec.template.spec.nodeClassRef"].message == (
+        "default (no kind) became ExampleNodeClass default (group karpenter.example.com)"
+    )
+
+
 def test_v1beta1_nodepool_to_v1() -> None:
     obj = v1beta1_nodepool(
         template_spec={"kubelet": {"maxPods": 20}, "resources": {"requests": {"cpu": "1"}}},
@@ -315,6 +333,26 @@ def test_other_objects_pass_through_by_position() -> None:
     result = convert_objects([provisioner(), deployment], [])
     assert result.others == [1]
     assert [c.source for c in result.objects] == ["Provisioner default"]
+
+
+@pytest.mark.parametrize(
+    ("key", "operator", "says"),
+    [
+        ("node.kubernetes.io/instance-type", "In", "matches nothing"),
+        ("node.kubernetes.io/instance-type", "NotIn", "excludes nothing"),
+        ("karpenter.example.com/family", "In", "matches nothing"),
+    ],
+)
+def test_a_wildcard_no_provider_replaces_is_a_warning_on_its_field(
+    key: str, operator: str, says: str
+) -> None:
+    requirement = {"key": key, "operator": operator, "values": ["m5.large", "t3.*"]}
+    (nodepool,), findings = converted([provisioner(requirements=[requirement])])
+    assert nodepool["spec"]["template"]["spec"]["requirements"][0] == requirement
+    message = by_field(findings)["spec.requirements[0].values"].message
+    assert message.startswith(f"t3.*: values are literal, so a wildcard {says}")
+    what = "instance types" if key.endswith("instance-type") else "values it meant"
+    assert message.endswith(f"list the {what} instead")
 
 
 def template(spec: dict[str, Any], annotations: dict[str, str] | None = None) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from karpenter_core.convert import Converted, Finding, NodeClassVariant, describ
 from karpenter_core.convert.nodepool import metadata
 from karpenter_core.manifests.fields import model_schema, unknown_fields
 
-__all__ = ["ROLE_PLACEHOLDER", "AWSConverter"]
+__all__ = ["CLUSTER_PLACEHOLDER", "ROLE_PLACEHOLDER", "AWSConverter"]
 
 V1ALPHA1 = f"{GROUP}/v1alpha1"
 V1BETA1 = f"{GROUP}/v1beta1"
@@ -33,6 +33,11 @@ V1 = f"{GROUP}/{VERSION}"
 OLD_KIND = "AWSNodeTemplate"
 ROLE_PLACEHOLDER = "$KARPENTER_NODE_ROLE"
 """Written as the node role when the input names none (``envsubst`` replaces it)."""
+CLUSTER_PLACEHOLDER = "${CLUSTER_NAME}"
+"""Stands for the cluster's name in the default EC2NodeClass (``envsubst`` replaces it)."""
+DEFAULT_NAME = "default"
+DEFAULT_ALIAS = "al2023@latest"
+DISCOVERY_TAG = "karpenter.sh/discovery"
 OLD_HOP_LIMIT = 2
 """The IMDS hop limit v1alpha1 and v1beta1 defaulted to; v1 defaults to 1."""
 
@@ -167,17 +172,45 @@ class AWSConverter:
 
     def wildcard_replacement(self, requirement: Mapping[str, Any]) -> dict[str, Any] | None:
         """``node.kubernetes.io/instance-type In [m5.*, c5.*]`` means
-        ``karpenter.k8s.aws/instance-family In [m5, c5]``."""
+        ``karpenter.k8s.aws/instance-family In [m5, c5]`` (``NotIn`` likewise)."""
         key = wk.NORMALIZED_LABELS.get(str(requirement.get("key")), requirement.get("key"))
+        operator = requirement.get("operator")
         values = requirement.get("values") or []
         matches = [_FAMILY_WILDCARD.match(str(v)) for v in values]
-        if key != wk.INSTANCE_TYPE or not values or not all(matches):
+        if key != wk.INSTANCE_TYPE or operator not in ("In", "NotIn"):
+            return None
+        if not values or not all(matches):
             return None
         families = list(dict.fromkeys(m[1] for m in matches if m))
-        replacement = {"key": LABEL_INSTANCE_FAMILY, "operator": "In", "values": families}
+        replacement = {"key": LABEL_INSTANCE_FAMILY, "operator": operator, "values": families}
         if requirement.get("minValues") is not None:
             replacement["minValues"] = requirement["minValues"]
         return replacement
+
+    def default_node_class(self) -> tuple[dict[str, Any], list[str]]:
+        """The EC2NodeClass ``default`` of Karpenter's getting-started guide: the node role and
+        the discovery tags named after the cluster, left as ``${CLUSTER_NAME}``."""
+        discovery = [{"tags": {DISCOVERY_TAG: CLUSTER_PLACEHOLDER}}]
+        obj = {
+            "apiVersion": V1,
+            "kind": KIND,
+            "metadata": {"name": DEFAULT_NAME},
+            "spec": {
+                "role": f"KarpenterNodeRole-{CLUSTER_PLACEHOLDER}",
+                "amiSelectorTerms": [{"alias": DEFAULT_ALIAS}],
+                "subnetSelectorTerms": copy.deepcopy(discovery),
+                "securityGroupSelectorTerms": discovery,
+            },
+        }
+        comments = [
+            "as Karpenter's getting-started guide writes it: the node role "
+            "KarpenterNodeRole-<cluster> (which the guide's CloudFormation stack and this "
+            f"project's create), subnets and security groups tagged {DISCOVERY_TAG}: <cluster>",
+            f"amiSelectorTerms {DEFAULT_ALIAS}: Amazon Linux 2023 (v1alpha5 launched AL2, which "
+            "is end of life); @latest drifts every node to each new AMI release: pin a version "
+            "(al2023@v20240807 and the like) to roll out AMIs when you choose",
+        ]
+        return obj, comments
 
 
 def _selector_terms(selector: Mapping[str, Any]) -> list[dict[str, Any]]:

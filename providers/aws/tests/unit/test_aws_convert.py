@@ -15,6 +15,7 @@ from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.cli.convert import convert
 from karpenter_core.cli.simulate import simulate
 from karpenter_core.convert import Finding, convert_objects
+from karpenter_core.manifests.fields import model_schema, unknown_fields
 
 GUIDE = """
 apiVersion: karpenter.sh/v1alpha5
@@ -49,6 +50,29 @@ spec:
   securityGroupSelector:
     karpenter.sh/discovery: my-cluster
 """
+
+GUIDE_WITHOUT_REF = """
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata:
+  name: default
+spec:
+  requirements:
+    - key: node.kubernetes.io/instance-type
+      operator: In
+      values: [m5.large, m5.xlarge, c5.large]
+    - key: karpenter.sh/capacity-type
+      operator: In
+      values: [spot, on-demand]
+  limits:
+    resources:
+      cpu: 1000
+  weight: 70
+  consolidation:
+    enabled: true
+  ttlSecondsAfterEmpty: 30
+"""
+"""The Provisioner of an EKS guide that names no providerRef (no AWSNodeTemplate either)."""
 
 INFLATE = """
 apiVersion: apps/v1
@@ -377,6 +401,112 @@ def test_wildcards_become_instance_families_only_when_each_value_is_one() -> Non
     assert "list the instance types" in warning.message
 
 
+def provisioner(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1alpha5",
+        "kind": "Provisioner",
+        "metadata": {"name": name},
+        "spec": {"requirements": [], **spec},
+    }
+
+
+DEFAULT_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+
+
+def test_a_provisioner_without_provider_ref_gets_a_default_ec2nodeclass_to_fill_in() -> None:
+    result = convert_objects([yaml.safe_load(GUIDE_WITHOUT_REF)], [AWSConverter()])
+    placeholder, converted_pool = result.objects
+    assert placeholder.placeholder and placeholder.source == "Provisioner default"
+    nodepool = NodePool.model_validate(converted_pool.obj)
+    ref = nodepool.spec.template.spec.node_class_ref
+    assert (ref.group, ref.kind, ref.name) == ("karpenter.k8s.aws", "EC2NodeClass", "default")
+    assert nodepool.spec.disruption.consolidation_policy == "WhenEmptyOrUnderutilized"
+    assert nodepool.spec.weight == 70
+    # the EC2NodeClass of upstream's getting-started guide, which this project's model accepts
+    assert placeholder.obj == {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "role": "KarpenterNodeRole-${CLUSTER_NAME}",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "${CLUSTER_NAME}"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "${CLUSTER_NAME}"}}],
+        },
+    }
+    EC2NodeClass.model_validate(placeholder.obj)
+    assert unknown_fields(placeholder.obj, model_schema(EC2NodeClass)) == []
+    assert placeholder.comments[0].startswith(
+        "written for Provisioner default, which names no NodeClass: fill in ${CLUSTER_NAME}"
+    )
+    warning = finding(result.findings, "Provisioner default", "spec.providerRef")
+    assert warning.severity == "warning"
+    assert warning.message.startswith(
+        "names no NodeClass, and a v1 NodePool needs one: the output references EC2NodeClass "
+        "default, written out with placeholders to fill in before applying (${CLUSTER_NAME})"
+    )
+    assert not any("None" in f.message for f in result.findings)
+
+
+def test_one_default_ec2nodeclass_however_many_provisioners_lack_a_provider_ref() -> None:
+    objs = [
+        provisioner("a"),
+        provisioner("b", kubeletConfiguration={"maxPods": 20}),
+        provisioner("c", providerRef={"name": "custom"}),
+        template("custom", instanceProfile="p"),
+        provisioner("d"),
+    ]
+    out, findings = run(*objs)
+    assert sorted(name for kind, name in out if kind == "EC2NodeClass") == [
+        "custom",
+        "default",
+        "default-b",  # b's kubelet settings differ: its copy of default
+    ]
+    refs = {
+        name: obj["spec"]["template"]["spec"]["nodeClassRef"]["name"]
+        for (kind, name), obj in out.items()
+        if kind == "NodePool"
+    }
+    assert refs == {"a": "default", "b": "default-b", "c": "custom", "d": "default"}
+    assert out[("EC2NodeClass", "default-b")]["spec"]["kubelet"] == {"maxPods": 20}
+    assert "kubelet" not in out[("EC2NodeClass", "default")]["spec"]
+    warned = {
+        f.object for f in findings if f.field == "spec.providerRef" and f.severity == "warning"
+    }
+    assert warned == {
+        "Provisioner a",
+        "Provisioner b",
+        "Provisioner d",
+    }
+
+
+def test_a_node_template_named_default_is_used_rather_than_a_second_default() -> None:
+    result = convert_objects(
+        [provisioner("a"), template("default", instanceProfile="p")], [AWSConverter()]
+    )
+    (node_class,) = [c for c in result.objects if c.obj["kind"] == "EC2NodeClass"]
+    assert not node_class.placeholder and node_class.source == "AWSNodeTemplate default"
+    assert node_class.obj["spec"]["instanceProfile"] == "p"
+    (pool,) = [c.obj for c in result.objects if c.obj["kind"] == "NodePool"]
+    assert pool["spec"]["template"]["spec"]["nodeClassRef"] == DEFAULT_REF
+    warning = finding(result.findings, "Provisioner a", "spec.providerRef")
+    assert "which the input's AWSNodeTemplate default becomes" in warning.message
+
+
+def test_instance_type_wildcards_in_not_in_become_instance_families() -> None:
+    key = "node.kubernetes.io/instance-type"
+    requirement = {"key": key, "operator": "NotIn", "values": ["t3.*", "t2.*"]}
+    out, findings = run(provisioner("a", providerRef={"name": "x"}, requirements=[requirement]))
+    requirements = out[("NodePool", "a")]["spec"]["template"]["spec"]["requirements"]
+    assert requirements[0] == {
+        "key": "karpenter.k8s.aws/instance-family",
+        "operator": "NotIn",
+        "values": ["t3", "t2"],
+    }
+    message = finding(findings, "Provisioner a", "spec.requirements[0].values").message
+    assert message.startswith("t3.*, t2.*: values are literal, so a wildcard excludes nothing")
+
+
 def test_eks_guide_manifest_converts_with_its_three_warnings(tmp_path: Any) -> None:
     path = tmp_path / "old.yaml"
     path.write_text(GUIDE)
@@ -489,6 +619,49 @@ def test_simulate_reads_the_guide_manifest_by_converting_it(tmp_path: Any) -> No
         for note in report["notes"]
     )
     assert any("spec.weight" in warning for warning in report["warnings"])
+
+
+def test_guide_provisioner_without_provider_ref_converts_and_simulates(tmp_path: Any) -> None:
+    old = tmp_path / "old.yaml"
+    old.write_text(GUIDE_WITHOUT_REF)
+    result = CliRunner().invoke(convert, ["-f", str(old), "--region", "us-east-1"])
+    assert result.exit_code == 0, result.output
+    assert (
+        "warning: Provisioner default: spec.providerRef: names no NodeClass, and a v1 NodePool "
+        "needs one: the output references EC2NodeClass default, written out with placeholders"
+    ) in result.stderr
+    assert "does not validate" not in result.stderr and "None" not in result.stderr
+    documents = result.stdout.split("---\n")[1:]
+    # the EC2NodeClass's comments say whom it is for, not the Provisioner's findings again
+    assert documents[0].startswith("# written for Provisioner default, which names no")
+    assert "spec.weight" not in documents[0]
+    assert documents[1].startswith("# from Provisioner default\n")
+    objs = {o["kind"]: o for o in yaml.safe_load_all(result.stdout)}
+    assert objs["NodePool"]["spec"]["template"]["spec"]["nodeClassRef"] == DEFAULT_REF
+    EC2NodeClass.model_validate(objs["EC2NodeClass"])
+    converted = tmp_path / "v1.yaml"
+    converted.write_text(result.stdout)
+    workload = tmp_path / "inflate.yaml"
+    workload.write_text(INFLATE)
+    args = ["--provider", "aws", "--region", "us-east-1", "-o", "json"]
+    for files in (
+        ["-f", str(converted), "-f", str(workload)],
+        ["-f", str(old), "-f", str(workload)],
+    ):
+        simulated = CliRunner().invoke(simulate, [*files, *args])
+        assert simulated.exit_code == 0, simulated.output
+        report = json.loads(simulated.stdout)
+        assert report["summary"]["pods"] == 4 and report["unschedulable"] == []
+        placed = [pod for claim in report["nodeclaims"] for pod in claim["pods"]]
+        assert sorted(placed) == [f"default/inflate-{i}" for i in range(4)]
+    assert any(
+        note.startswith(
+            "EC2NodeClass default (karpenter.k8s.aws/v1) added for Provisioner default, which "
+            "names no NodeClass"
+        )
+        for note in report["notes"]
+    )
+    assert any("spec.providerRef: names no NodeClass" in w for w in report["warnings"])
 
 
 def test_simulate_still_checks_v1_objects_given_next_to_old_ones(tmp_path: Any) -> None:
