@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from karpenter_core.apis.quantity import format_quantity
 from karpenter_core.cli.convert import converted_documents
@@ -26,6 +27,7 @@ from karpenter_core.cloudprovider.registry import UnknownProviderError, discover
 from karpenter_core.cloudprovider.types import CloudProviderError, Offering
 from karpenter_core.disruption.planner import Options, plan
 from karpenter_core.manifests import (
+    Document,
     ManifestError,
     build_snapshot,
     load_default_scenario,
@@ -199,6 +201,27 @@ def _print_text(
     )
 
 
+def _referenced_provider(documents: Sequence[Document]) -> str | None:
+    """The one installed provider whose NodeClass kinds the NodePools reference or the input
+    holds, or None (none, or several)."""
+    owners = {
+        (info.group, info.kind): name
+        for name, record in discover().records.items()
+        for info in record.node_classes
+    }
+    found = set()
+    for doc in documents:
+        obj = doc.obj
+        group = str(obj.get("apiVersion") or "").partition("/")[0]
+        found.add(owners.get((group, str(obj.get("kind") or ""))))
+        if group == "karpenter.sh" and obj.get("kind") == "NodePool":
+            template = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+            ref = template.get("nodeClassRef") or {}
+            found.add(owners.get((str(ref.get("group") or ""), str(ref.get("kind") or ""))))
+    found.discard(None)
+    return found.pop() if len(found) == 1 else None
+
+
 @click.command()
 @click.option(
     "-f",
@@ -269,6 +292,20 @@ def simulate(
     """
     collected = WarningCollector()
     try:
+        converted_notes: list[str] = []
+        converted_warnings: list[str] = []
+        documents = None
+        if files:
+            documents = load_documents(files)
+            documents, converted_notes, converted_warnings = converted_documents(documents)
+            if ctx.get_parameter_source("provider") is ParameterSource.DEFAULT:
+                chosen = _referenced_provider(documents)
+                if chosen is not None and chosen != provider:
+                    converted_notes.append(
+                        f"provider {chosen}: the input's NodeClasses are its own "
+                        "(--provider chooses another)"
+                    )
+                    provider = chosen
         record = discover().provider(provider)
         given: dict[tuple[str, str], Any] = {}  # the input's NodeClasses, by kind and name
         context = ProviderContext(
@@ -277,12 +314,7 @@ def simulate(
             node_classes=lambda kind, name: given.get((kind, name)),
         )
         cloud = record.factory(context)
-        converted_notes: list[str] = []
-        converted_warnings: list[str] = []
-        if files:
-            documents = load_documents(files)
-            documents, converted_notes, converted_warnings = converted_documents(documents)
-        else:
+        if documents is None:
             scenario = record.default_scenario
             documents = load_default_scenario(scenario() if scenario else None)
         built = build_snapshot(documents, cloud, strict=strict, node_class_view=given)

@@ -664,6 +664,28 @@ def test_guide_provisioner_without_provider_ref_converts_and_simulates(tmp_path:
     assert any("spec.providerRef: names no NodeClass" in w for w in report["warnings"])
 
 
+def test_simulate_without_provider_prices_with_the_provider_of_the_node_classes(
+    tmp_path: Any,
+) -> None:
+    # The guide's Provisioner (no providerRef) and a Deployment, simulated as given: the NodePool
+    # it becomes references EC2NodeClass, so the AWS provider prices it, and says so.
+    old = tmp_path / "old.yaml"
+    old.write_text(GUIDE_WITHOUT_REF + "---" + INFLATE)
+    result = CliRunner().invoke(simulate, ["-f", str(old), "--region", "us-east-1", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["provider"] == "aws"
+    assert report["summary"]["pods"] == 4 and report["unschedulable"] == []
+    assert (
+        "provider aws: the input's NodeClasses are its own (--provider chooses another)"
+        in (report["notes"])
+    )
+    chosen = CliRunner().invoke(simulate, ["-f", str(old), "--provider", "kwok", "-o", "json"])
+    assert chosen.exit_code == 0, chosen.output
+    kept = json.loads(chosen.stdout)
+    assert kept["provider"] == "kwok" and len(kept["unschedulable"]) == 4
+
+
 def test_simulate_still_checks_v1_objects_given_next_to_old_ones(tmp_path: Any) -> None:
     current = {
         "apiVersion": "karpenter.sh/v1",
