@@ -251,6 +251,15 @@ def check_pod_spec(spec: Any, path: str, instance_types: Sequence[InstanceType])
         )
         if claim:
             _string(claim.get("claimName"), f"{at}.persistentVolumeClaim.claimName", required=True)
+        ephemeral = mapping(volume.get("ephemeral"), f"{at}.ephemeral")
+        if ephemeral:
+            _string(volume.get("name"), f"{at}.name", required=True)
+            template = f"{at}.ephemeral.volumeClaimTemplate"
+            claim_spec = mapping(
+                mapping(ephemeral.get("volumeClaimTemplate"), template).get("spec"),
+                f"{template}.spec",
+            )
+            _string(claim_spec.get("storageClassName"), f"{template}.spec.storageClassName")
     for i, constraint in enumerate(
         sequence(spec.get("topologySpreadConstraints"), f"{path}.topologySpreadConstraints")
     ):

@@ -113,10 +113,15 @@ class PodState:
     )
 
     def __init__(
-        self, pod: PodInfo, volume_requirements: Requirements, ignore_preferences: bool = False
+        self,
+        pod: PodInfo,
+        volume_requirements: Sequence[Requirements] = (),
+        ignore_preferences: bool = False,
     ) -> None:
         self.pod = pod
-        self.volume_requirements = volume_requirements
+        self.volume_requirements = tuple(volume_requirements)
+        """The ORed alternatives the pod's volumes allow (none: volumes constrain nothing). They
+        restrict the node only: the pod's own domains, which a spread counts, ignore them."""
         self.node_terms = [
             Requirements.from_node_selector(term) for term in pod.node_affinity_required
         ] or [Requirements()]
@@ -139,20 +144,45 @@ class PodState:
             self.preferred_anti_affinity, self.soft_spread = [], []
 
     def required(self) -> Requirements:
-        """Node selector, the current required node-affinity term and volumes: no preferences."""
+        """Node selector and the current required node-affinity term: no preferences, no
+        volumes (the pod's own domains)."""
         requirements = Requirements.from_labels(self.pod.node_selector)
         requirements.add(*self.node_terms[0].values())
-        requirements.add(*self.volume_requirements.values())
         return requirements
 
     def requirements(self) -> Requirements:
-        """Node selector, the current required term, the heaviest preferred term, volumes."""
+        """Node selector, the current required term and the heaviest preferred term."""
         requirements = Requirements.from_labels(self.pod.node_selector)
         requirements.add(*self.node_terms[0].values())
         if self.preferred_node:
             requirements.add(*self.preferred_node[0].values())
-        requirements.add(*self.volume_requirements.values())
         return requirements
+
+    def node_options(self) -> list[Requirements] | str:
+        """What the pod's node must satisfy: ``requirements()`` joined with each volume
+        alternative it intersects, in order (a node takes the first that fits); or why no
+        alternative can be met."""
+        requirements = self.requirements()
+        if not self.volume_requirements:
+            return [requirements]
+        options, conflict = [], ""
+        for alternative in self.volume_requirements:
+            conflict = requirements.intersects(alternative) or ""
+            if not conflict:
+                joined = requirements.copy()
+                joined.add(*alternative.values())
+                options.append(joined)
+        if options:
+            return options
+        pod = self.pod
+        claims = [
+            *pod.volume_claims,
+            *(f"{pod.name}-{volume}" for volume, _ in pod.ephemeral_claims),
+        ]
+        return (
+            f"the topology of its PersistentVolumeClaims ({', '.join(claims)}) conflicts with "
+            f"its node requirements: {conflict}"
+        )
 
     def relax(self) -> str | None:
         """Drop the next preference; return what was dropped, or None when nothing is left."""

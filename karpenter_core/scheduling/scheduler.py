@@ -37,7 +37,7 @@ from karpenter_core.scheduling.topology import (
     Topology,
     TopologyGroup,
 )
-from karpenter_core.scheduling.volumes import VolumeTopology
+from karpenter_core.scheduling.volumes import Alternatives, VolumeTopology
 
 if TYPE_CHECKING:
     from karpenter_core.cloudprovider.types import InstanceType, Offering
@@ -154,8 +154,9 @@ def _describe_requirements(requirements: Requirements) -> str:
     return "".join(f" and {w}" for w in words) + zones + capacity
 
 
-def _signature(pod: PodInfo) -> tuple[object, ...]:
-    """Pods with equal signatures are interchangeable: same node requirements, same sizing."""
+def _signature(pod: PodInfo, volumes: Alternatives) -> tuple[object, ...]:
+    """Pods with equal signatures are interchangeable: same node requirements (``volumes``: the
+    alternatives their volumes allow), same sizing."""
     constrained = bool(pod.topology_spread or pod.pod_affinity or pod.pod_anti_affinity)
     return (
         tuple(sorted(pod.node_selector.items())),
@@ -164,7 +165,7 @@ def _signature(pod: PodInfo) -> tuple[object, ...]:
         pod.tolerations,
         tuple(sorted(pod.requests.items())),
         pod.host_ports,
-        (pod.namespace, pod.volume_claims) if pod.volume_claims else (),
+        volumes,
         (pod.namespace, tuple(sorted(pod.labels.items())), repr(pod.topology_spread),
          repr(pod.pod_affinity), repr(pod.pod_anti_affinity)) if constrained else None,
     )  # fmt: skip
@@ -242,15 +243,20 @@ class _Existing:
         self,
         solver: _Solver,
         state: PodState,
-        requirements: Requirements,
+        options: Sequence[Requirements],
         groups: Sequence[TopologyGroup],
     ) -> bool:
+        """Add the pod if the node holds it and meets one of ``options`` (its node requirements,
+        one per volume alternative)."""
         pod = state.pod
         if self.full or not _fits(pod.requests, self.available):
             return False
         if untolerated(self.taints, state.tolerations) is not None:
             return False
-        if self.requirements.compatible(requirements, _NO_UNDEFINED) is not None:
+        for requirements in options:
+            if self.requirements.compatible(requirements, _NO_UNDEFINED) is None:
+                break
+        else:
             return False
         if pod.host_ports and ports_conflict(pod.host_ports, self.ports):
             return False
@@ -346,41 +352,32 @@ class _Claim:
         self,
         solver: _Solver,
         state: PodState,
-        requirements: Requirements,
+        options: Sequence[Requirements],
         groups: Sequence[TopologyGroup],
     ) -> bool:
+        """Add the pod with the first of ``options`` (its node requirements, one per volume
+        alternative) the NodeClaim can still meet."""
         template = self.template
         pod = state.pod
         requests = _add(self.requests, pod.requests)
-        mask = template.index.fitting(requests, self.mask)
-        if not mask:
+        fitting = template.index.fitting(requests, self.mask)
+        if not fitting:
             return False
         if untolerated(template.taints, state.tolerations) is not None:
             return False
         if pod.host_ports:
             if ports_conflict(pod.host_ports, self.ports):
                 return False
-            mask &= ~template.daemon_port_conflicts(pod.host_ports)
-            if not mask:
+            fitting &= ~template.daemon_port_conflicts(pod.host_ports)
+            if not fitting:
                 return False
-        merged = self.requirements
-        if requirements:
-            if self.requirements.compatible(requirements, template.allow_undefined) is not None:
-                return False
-            merged = self.requirements.copy()
-            merged.add(*requirements.values())
-            mask &= template.compatible(merged)[0]
-            if not mask:
-                return False
-        narrowed: list[str] = []
-        if groups:
-            chosen = solver.narrow(pod, groups, template, merged, mask, self.hostname)
-            if chosen is None:
-                return False
-            merged, mask, narrowed = chosen
-        relaxed = solver.min_values_check(template, requests, merged)
-        if relaxed is None:
+        for requirements in options:
+            chosen = self._with(solver, pod, requirements, groups, requests, fitting)
+            if chosen is not None:
+                break
+        else:
             return False
+        merged, mask, narrowed, relaxed = chosen
         if template.limits and mask != self.mask:
             self.reserved = template.reserve(mask, self.reserved)
         self.mask = mask
@@ -394,6 +391,39 @@ class _Claim:
             solver.topology.record_narrowed(self.pods, self, frozenset(narrowed))
         self.pods.append(pod)
         return True
+
+    def _with(
+        self,
+        solver: _Solver,
+        pod: PodInfo,
+        requirements: Requirements,
+        groups: Sequence[TopologyGroup],
+        requests: Mapping[str, int],
+        mask: int,
+    ) -> tuple[Requirements, int, list[str], bool] | None:
+        """The NodeClaim's requirements and types with the pod's ``requirements`` added and its
+        topology keys pinned, the keys newly pinned, and whether minValues were relaxed; None
+        when they cannot be met."""
+        template = self.template
+        merged = self.requirements
+        if requirements:
+            if self.requirements.compatible(requirements, template.allow_undefined) is not None:
+                return None
+            merged = self.requirements.copy()
+            merged.add(*requirements.values())
+            mask &= template.compatible(merged)[0]
+            if not mask:
+                return None
+        narrowed: list[str] = []
+        if groups:
+            chosen = solver.narrow(pod, groups, template, merged, mask, self.hostname)
+            if chosen is None:
+                return None
+            merged, mask, narrowed = chosen
+        relaxed = solver.min_values_check(template, requests, merged)
+        if relaxed is None:
+            return None
+        return merged, mask, narrowed, relaxed
 
     def finish(self) -> NewNodeClaim:
         template = self.template
@@ -467,7 +497,9 @@ class _Solver:
                 self.topology.record_owner(pod, inverse_groups(pod, self.topology), existing)
         self._topology_reason = ""
         self._required = Requirements()
-        self._requirements: dict[tuple[object, ...], tuple[Requirements, Requirements]] = {}
+        self._requirements: dict[
+            tuple[object, ...], tuple[list[Requirements] | str, Requirements]
+        ] = {}
 
     def _bound(self) -> Iterable[tuple[PodInfo, _Existing]]:
         """Pods already bound to existing nodes, with their nodes."""
@@ -577,13 +609,12 @@ class _Solver:
         )
         queue: deque[tuple[PodState, tuple[object, ...]]] = deque()
         for pod in ordered:
-            signature = _signature(pod)
-            self.waiting[signature] = self.waiting.get(signature, 0) + 1
             volume_requirements = self.volumes.requirements(pod)
             if isinstance(volume_requirements, str):
                 self.results.unschedulable[pod.key] = volume_requirements
-                self.waiting[signature] -= 1
                 continue
+            signature = _signature(pod, volume_requirements)
+            self.waiting[signature] = self.waiting.get(signature, 0) + 1
             queue.append((PodState(pod, volume_requirements, self.ignore_preferences), signature))
         failures: dict[str, str] = {}
         idle = 0
@@ -610,8 +641,11 @@ class _Solver:
         key = (signature, state.relaxations)
         cached = self._requirements.get(key)
         if cached is None:
-            cached = self._requirements[key] = (state.requirements(), state.required())
+            cached = self._requirements[key] = (state.node_options(), state.required())
+        # ``requirements``: the node requirements to meet, one set per volume alternative.
         requirements, required = cached
+        if isinstance(requirements, str):
+            return requirements
         self._required = required
         owned = state.groups(self.topology, required) if self.topology_possible(state) else []
         checks = [g for g in owned if g.kind != INVERSE]
@@ -648,7 +682,10 @@ class _Solver:
         return None
 
     def _add_to_open(
-        self, state: PodState, requirements: Requirements, checks: Sequence[TopologyGroup]
+        self,
+        state: PodState,
+        requirements: Sequence[Requirements],
+        checks: Sequence[TopologyGroup],
     ) -> _Claim | None:
         """Add the pod to an open NodeClaim: the first (in the order they opened) whose cheapest
         type still has room for it, else the one whose cheapest type grows the least in price.
@@ -699,7 +736,8 @@ class _Solver:
         """For each constrained key, the domains this pod may use on that node, best first.
 
         The pod's own domains come from its required node constraints only (``_required``):
-        a preference never shrinks the domains a spread is measured over.
+        neither a preference nor a volume shrinks the domains a spread is measured over (a
+        volume restricts ``node_requirements`` instead).
         """
         pod_requirements = self._required
         by_key: dict[str, list[TopologyGroup]] = {}
@@ -789,6 +827,24 @@ class _Solver:
         return True
 
     def _open(
+        self,
+        template: NodePoolTemplate,
+        state: PodState,
+        options: Sequence[Requirements],
+        groups: Sequence[TopologyGroup],
+        signature: tuple[object, ...],
+    ) -> str | None:
+        """Open a NodeClaim from ``template`` with the first of ``options`` (the pod's node
+        requirements, one per volume alternative) it can launch; else why not."""
+        reasons = []
+        for requirements in options:
+            reason = self._open_with(template, state, requirements, groups, signature)
+            if reason is None:
+                return None
+            reasons.append(reason)
+        return "; ".join(dict.fromkeys(reasons))
+
+    def _open_with(
         self,
         template: NodePoolTemplate,
         state: PodState,

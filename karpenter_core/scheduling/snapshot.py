@@ -117,6 +117,7 @@ class PodInfo:
     __slots__ = (
         "annotations",
         "created",
+        "ephemeral_claims",
         "host_ports",
         "key",
         "labels",
@@ -159,6 +160,7 @@ class PodInfo:
         created: float = 0.0,
         host_ports: Sequence[tuple[str, int, str]] = (),
         volume_claims: Sequence[str] = (),
+        ephemeral_claims: Sequence[tuple[str, Mapping[str, Any]]] = (),
         topology_spread: Sequence[Mapping[str, Any]] = (),
         pod_affinity: Mapping[str, Any] | None = None,
         pod_anti_affinity: Mapping[str, Any] | None = None,
@@ -184,6 +186,9 @@ class PodInfo:
         self.created = created
         self.host_ports = tuple(host_ports)
         self.volume_claims = tuple(volume_claims)
+        self.ephemeral_claims = tuple(ephemeral_claims)
+        """Generic ephemeral volumes: (volume name, claim template spec). Each is the claim
+        ``<pod>-<volume>``, made from the template when it does not exist yet."""
         self.topology_spread = tuple(topology_spread)
         self.pod_affinity = pod_affinity
         self.pod_anti_affinity = pod_anti_affinity
@@ -231,6 +236,14 @@ class PodInfo:
             for volume in spec.get("volumes") or ()
             if volume.get("persistentVolumeClaim")
         )
+        ephemeral = tuple(
+            (
+                str(volume.get("name") or ""),
+                (volume["ephemeral"].get("volumeClaimTemplate") or {}).get("spec") or {},
+            )
+            for volume in spec.get("volumes") or ()
+            if volume.get("ephemeral")
+        )
         return cls(
             namespace,
             name,
@@ -252,6 +265,7 @@ class PodInfo:
             created=_timestamp(meta.get("creationTimestamp")),
             host_ports=host_ports,
             volume_claims=claims,
+            ephemeral_claims=ephemeral,
             topology_spread=spec.get("topologySpreadConstraints") or (),
             pod_affinity=affinity.get("podAffinity"),
             pod_anti_affinity=affinity.get("podAntiAffinity"),

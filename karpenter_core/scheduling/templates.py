@@ -28,6 +28,7 @@ __all__ = ["NODES", "Daemon", "NodePoolTemplate", "TypeIndex", "bits", "ports_co
 NODES = "nodes"
 """The pseudo-resource a NodePool limit may set on the number of nodes."""
 
+
 def ports_conflict(
     wanted: Iterable[tuple[str, int, str]], used: Iterable[tuple[str, int, str]]
 ) -> bool:

@@ -1,20 +1,113 @@
 """Volume topology: where a pod's PersistentVolumeClaims let it run.
 
-A claim bound to a zonal PersistentVolume pins the pod to the volume's node affinity; an unbound
-claim whose StorageClass waits for the first consumer follows the class's allowedTopologies.
+Each claim offers ORed alternatives: a claim bound to a PersistentVolume, each of the volume's
+required nodeSelectorTerms; an unbound claim, each allowedTopologies term of its StorageClass. A
+pod may use any combination of one alternative per claim whose requirements intersect. The
+hostname terms of local and hostPath volumes are ignored, as upstream Karpenter ignores them: a
+pod placed on a new node cannot keep the node its volume was on.
+
+A claim the kube-scheduler would refuse (being deleted, Lost, bound to a missing or deleted
+volume, not marked bind-completed, or unbound without a usable StorageClass that waits for the
+first consumer) makes the pod unschedulable, with a reason naming the objects. A generic
+ephemeral volume is the claim ``<pod>-<volume>``; until that claim exists its template stands in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
+from karpenter_core.apis import labels as wk
 from karpenter_core.scheduling.requirements import Requirement, RequirementError, Requirements
-from karpenter_core.scheduling.snapshot import PodInfo
+from karpenter_core.scheduling.snapshot import DecodeError, PodInfo
 
-__all__ = ["VolumeTopology"]
+__all__ = ["Alternatives", "VolumeTopology"]
 
-_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
+Alternatives = tuple[Requirements, ...]
+"""ORed node requirements, in the order they are tried; empty when volumes constrain nothing."""
+
+_DEFAULT_CLASS = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+)
+_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+_UNREADABLE = (RequirementError, KeyError, TypeError, AttributeError, ValueError)
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _mapping(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = obj.get(key)
+    if value is not None and not isinstance(value, Mapping):
+        raise DecodeError(key, f"expected a mapping, got {type(value).__name__}")
+    return value or {}
+
+
+def _string(obj: Mapping[str, Any], key: str, path: str) -> str | None:
+    value = obj.get(key)
+    if value is not None and not isinstance(value, str):
+        raise DecodeError(f"{path}.{key}", f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _created(obj: Mapping[str, Any]) -> float:
+    value = _meta(obj).get("creationTimestamp")
+    if isinstance(value, datetime):
+        return value.timestamp()
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _default_class(classes: Sequence[Mapping[str, Any]]) -> str | None:
+    """The class a claim without ``storageClassName`` gets: of those annotated as default, the
+    newest, then the first by name (as Kubernetes' admission picks it)."""
+    defaults = [
+        s
+        for s in classes
+        if any((_meta(s).get("annotations") or {}).get(a) == "true" for a in _DEFAULT_CLASS)
+    ]
+    if not defaults:
+        return None
+    newest = min(defaults, key=lambda s: (-_created(s), str(_meta(s).get("name"))))
+    return str(_meta(newest).get("name"))
+
+
+def _volume_alternatives(volume: Mapping[str, Any]) -> Alternatives:
+    """One alternative per required nodeSelectorTerm of a PersistentVolume; a term of a local or
+    hostPath volume that only names hostnames allows anywhere."""
+    spec = volume.get("spec") or {}
+    required = (spec.get("nodeAffinity") or {}).get("required") or {}
+    local = spec.get("local") is not None or spec.get("hostPath") is not None
+    out = []
+    for term in required.get("nodeSelectorTerms") or ():
+        expressions = term.get("matchExpressions") or ()
+        kept = [e for e in expressions if not (local and e.get("key") == wk.HOSTNAME)]
+        if kept or expressions:
+            out.append(Requirements.from_node_selector(kept))
+    return tuple(dict.fromkeys(out))
+
+
+def _class_alternatives(storage_class: Mapping[str, Any]) -> Alternatives:
+    """One alternative per allowedTopologies term of a StorageClass."""
+    out = []
+    for term in storage_class.get("allowedTopologies") or ():
+        expressions = term.get("matchLabelExpressions") or ()
+        if expressions:
+            out.append(
+                Requirements(
+                    Requirement.new(str(e["key"]), "In", e.get("values") or ()) for e in expressions
+                )
+            )
+    return tuple(dict.fromkeys(out))
+
+
+def _shown(alternatives: Alternatives) -> str:
+    return " or ".join(f"({'; '.join(map(str, a.values()))})" for a in alternatives)
 
 
 class VolumeTopology:
@@ -27,68 +120,115 @@ class VolumeTopology:
         classes: Sequence[Mapping[str, Any]],
     ) -> None:
         self.claims = {
-            (
-                (c.get("metadata") or {}).get("namespace") or "default",
-                (c.get("metadata") or {}).get("name"),
-            ): c
-            for c in claims
+            (_meta(c).get("namespace") or "default", _meta(c).get("name")): c for c in claims
         }
-        self.volumes = {(v.get("metadata") or {}).get("name"): v for v in volumes}
-        self.classes = {(s.get("metadata") or {}).get("name"): s for s in classes}
-        self.default_class = next(
-            (
-                name
-                for name, s in self.classes.items()
-                if ((s.get("metadata") or {}).get("annotations") or {}).get(_DEFAULT_CLASS)
-                == "true"
-            ),
-            None,
-        )
+        self.volumes = {_meta(v).get("name"): v for v in volumes}
+        self.classes = {_meta(s).get("name"): s for s in classes}
+        self.default_class = _default_class(classes)
+        self._by_volume: dict[str, Alternatives | str] = {}
+        self._by_class: dict[str, Alternatives | str] = {}
 
-    def requirements(self, pod: PodInfo) -> Requirements | str:
-        """The node requirements the pod's volumes impose, or why they cannot be met."""
-        out = Requirements()
-        for name in pod.volume_claims:
-            claim = self.claims.get((pod.namespace, name))
-            if claim is None:
-                return f"PersistentVolumeClaim {pod.namespace}/{name} not found"
-            spec = claim.get("spec") or {}
+    def requirements(self, pod: PodInfo) -> Alternatives | str:
+        """The alternatives the pod's volumes leave it (the cross product over its claims, less
+        the combinations that cannot meet), or why its volumes cannot be used."""
+        if not pod.volume_claims and not pod.ephemeral_claims:
+            return ()
+        alternatives: Alternatives = ()
+        for name, template in self._claims_of(pod):
             try:
-                if spec.get("volumeName"):
-                    out.add(*self._bound(spec["volumeName"]).values())
-                    continue
-                found = self._unbound(spec)
-            except (RequirementError, KeyError, TypeError) as err:
-                return f"PersistentVolumeClaim {pod.namespace}/{name}: unreadable topology ({err})"
+                found = self._claim(pod.namespace, name, template)
+            except DecodeError as err:
+                found = f"PersistentVolumeClaim {pod.namespace}/{name}: {err}"
             if isinstance(found, str):
-                return f"PersistentVolumeClaim {pod.namespace}/{name}: {found}"
-            out.add(*found.values())
-        return out
+                return found
+            if not found:
+                continue
+            if not alternatives:
+                alternatives = found
+                continue
+            merged = []
+            for current in alternatives:
+                for alternative in found:
+                    if current.intersects(alternative) is None:
+                        combined = current.copy()
+                        combined.add(*alternative.values())
+                        merged.append(combined)
+            if not merged:
+                return (
+                    f"PersistentVolumeClaim {pod.namespace}/{name} needs {_shown(found)}, which "
+                    f"the pod's other volumes do not allow ({_shown(alternatives)})"
+                )
+            alternatives = tuple(dict.fromkeys(merged))
+        if all(not a for a in alternatives):
+            return ()
+        return alternatives
 
-    def _bound(self, volume_name: str) -> Requirements:
+    def _claims_of(self, pod: PodInfo) -> Iterator[tuple[str, Mapping[str, Any] | None]]:
+        for name in pod.volume_claims:
+            yield name, None
+        for volume, template in pod.ephemeral_claims:
+            yield f"{pod.name}-{volume}", template
+
+    def _claim(
+        self, namespace: str, name: str, template: Mapping[str, Any] | None
+    ) -> Alternatives | str:
+        label = f"PersistentVolumeClaim {namespace}/{name}"
+        claim = self.claims.get((namespace, name))
+        if claim is None:
+            if template is None:
+                return f"{label} not found"
+            claim = {"spec": template}
+        spec = _mapping(claim, "spec")
+        volume_name = _string(spec, "volumeName", "spec")
+        if _meta(claim).get("deletionTimestamp"):
+            return f"{label} is being deleted"
+        if _mapping(claim, "status").get("phase") == "Lost":
+            lost = f"PersistentVolume {volume_name}" if volume_name else "its PersistentVolume"
+            return f"{label} is Lost: {lost} no longer exists"
+        if volume_name:
+            return self._bound(label, claim, volume_name)
+        class_name = _string(spec, "storageClassName", "spec")
+        if class_name is None:
+            class_name = self.default_class
+            if class_name is None:
+                return f"{label} is not bound, names no StorageClass, and none is the default"
+        if not class_name:
+            return f"{label} is not bound and its storageClassName is empty"
+        return self._unbound(label, class_name)
+
+    def _bound(self, label: str, claim: Mapping[str, Any], volume_name: str) -> Alternatives | str:
         volume = self.volumes.get(volume_name)
         if volume is None:
-            return Requirements()
-        terms = (((volume.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}).get(
-            "nodeSelectorTerms"
-        ) or ()
-        if not terms:
-            return Requirements()
-        return Requirements.from_node_selector(terms[0].get("matchExpressions") or ())
+            return f"{label}: PersistentVolume {volume_name} not found"
+        if _meta(volume).get("deletionTimestamp"):
+            return f"{label}: PersistentVolume {volume_name} is being deleted"
+        if _BIND_COMPLETED not in (_meta(claim).get("annotations") or {}):
+            return (
+                f"{label} names PersistentVolume {volume_name} but is not bound yet "
+                f"(no {_BIND_COMPLETED} annotation)"
+            )
+        found = self._by_volume.get(volume_name)
+        if found is None:
+            try:
+                found = _volume_alternatives(volume)
+            except _UNREADABLE as err:
+                found = f"PersistentVolume {volume_name}: unreadable spec.nodeAffinity ({err})"
+            self._by_volume[volume_name] = found
+        return found if not isinstance(found, str) else f"{label}: {found}"
 
-    def _unbound(self, spec: Mapping[str, Any]) -> Requirements | str:
-        name = spec.get("storageClassName", self.default_class)
-        if not name:
-            return Requirements()
+    def _unbound(self, label: str, class_name: str) -> Alternatives | str:
+        found = self._by_class.get(class_name)
+        if found is None:
+            found = self._by_class[class_name] = self._class(class_name)
+        return found if not isinstance(found, str) else f"{label} is not bound yet: {found}"
+
+    def _class(self, name: str) -> Alternatives | str:
         storage_class = self.classes.get(name)
         if storage_class is None:
             return f"StorageClass {name} not found"
         if storage_class.get("volumeBindingMode") != "WaitForFirstConsumer":
-            return f"not bound yet, and StorageClass {name} binds volumes immediately"
-        topologies = storage_class.get("allowedTopologies") or ()
-        if not topologies:
-            return Requirements()
-        return Requirements(
-            Requirement.new(str(e["key"]), "In", e.get("values") or ())
-            for e in topologies[0].get("matchLabelExpressions") or ()
-        )
+            return f"StorageClass {name} binds volumes immediately"
+        try:
+            return _class_alternatives(storage_class)
+        except _UNREADABLE as err:
+            return f"StorageClass {name}: unreadable allowedTopologies ({err})"

@@ -219,11 +219,13 @@ def pod_manifest(
     tolerations: Sequence[Mapping[str, str]] = (),
     host_ports: Sequence[int | tuple[int, str]] = (),
     claims: Sequence[str] = (),
+    ephemeral: Mapping[str, str | None] | None = None,
     node_name: str | None = None,
     owner: tuple[str, str] | None = None,
     status: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A v1 Pod with one container, every field where Kubernetes puts it."""
+    """A v1 Pod with one container, every field where Kubernetes puts it. ``ephemeral`` maps
+    generic ephemeral volumes to their claim template's storageClassName (None: not given)."""
     container: dict[str, Any] = {
         "name": "main",
         "image": "registry.k8s.io/pause:3.9",
@@ -272,6 +274,18 @@ def pod_manifest(
         container["volumeMounts"] = [
             {"name": f"vol-{i}", "mountPath": f"/data/{i}"} for i in range(len(claims))
         ]
+    for volume, class_name in (ephemeral or {}).items():
+        claim_spec: dict[str, Any] = {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        }
+        if class_name is not None:
+            claim_spec["storageClassName"] = class_name
+        template = {"volumeClaimTemplate": {"spec": claim_spec}}
+        spec.setdefault("volumes", []).append({"name": volume, "ephemeral": template})
+        container.setdefault("volumeMounts", []).append(
+            {"name": volume, "mountPath": f"/scratch/{volume}"}
+        )
     if node_name:
         spec["nodeName"] = node_name
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
