@@ -1,7 +1,7 @@
 """Provisioning: batch pending pods, run the scheduler, create NodeClaims, nominate pods.
 
 The decisions are pure (``nodeclaim_manifest``, ``limit_check``, ``without_preemptors``, and
-those of ``karpenter_core.scheduling.cluster``);
+those of ``karpenter_core.scheduling.cluster``, which ``simulate`` shares);
 ``Provisioner.provision`` does the I/O around them: snapshot, create, events, nominations.
 
 Pods the kube-scheduler has not decided on yet are provisioned with those it marked

@@ -1,5 +1,5 @@
-"""What the cluster's objects mean for scheduling, as upstream's cluster state reads them: the
-rules for building a ``Snapshot`` from Kubernetes objects.
+"""What the cluster's objects mean for scheduling, read the same way by ``karpenter simulate``
+(from manifests) and by the controller (from its watches), as upstream's cluster state reads them.
 
 - ``not_launchable``: a NodePool being deleted, or not Ready, launches nothing.
 - ``daemonset_pods``: a DaemonSet counts as its newest pod, with the template's node affinity.

@@ -1,6 +1,7 @@
-"""What the cluster's objects mean for scheduling in the controller (its cluster state and
-provisioning pass): DaemonSets sized by their pods, the pods of nodes being deleted, and NodePool
-limits counting NodeClaims in flight (``karpenter_core.scheduling.cluster``).
+"""What the cluster's objects mean for scheduling, the same in ``karpenter simulate`` (manifests
+through ``build_snapshot``) and in the controller (its cluster state and provisioning pass):
+DaemonSets sized by their pods, NodeClaims' nodes coming up, the pods of nodes being deleted,
+NodePool limits counting NodeClaims in flight, and NodePools that are not Ready.
 
 The catalog is ``scheduling_fixtures.CATALOG``; the NodePool allows its on-demand amd64 types
 (c-2, c-4, c-8: 1.9, 3.9 and 7.9 usable CPU).
@@ -13,6 +14,7 @@ import threading
 from typing import Any, Literal, cast
 
 import pytest
+import yaml
 from pydantic import BaseModel
 
 from karpenter_core.apis import labels as wk
@@ -21,9 +23,12 @@ from karpenter_core.cloudprovider.types import InstanceType
 from karpenter_core.controllers import provisioning
 from karpenter_core.controllers.context import Context
 from karpenter_core.controllers.provisioning import Batcher, Provisioner
+from karpenter_core.manifests import build_snapshot, parse_documents
+from karpenter_core.manifests.snapshot_builder import SimulationInput
 from karpenter_core.operator.kube import KubeClient
 from karpenter_core.operator.settings import Settings
 from karpenter_core.operator.state import ClusterState
+from karpenter_core.scheduling.scheduler import Results, schedule
 from tests.unit.scheduling_fixtures import CATALOG
 
 
@@ -150,6 +155,13 @@ def nodeclaim(
     }
 
 
+def simulate(*objects: dict[str, Any]) -> tuple[SimulationInput, Results]:
+    """``karpenter simulate``'s snapshot of the objects, as YAML documents, and its scheduling."""
+    text = "\n---\n".join(yaml.safe_dump(obj) for obj in objects)
+    built = build_snapshot(parse_documents(text, "input.yaml"), cast("Any", Catalog()))
+    return built, schedule(built.snapshot)
+
+
 class _Client:
     """The NodeClaim creates of a provisioning pass, answered as the apiserver would."""
 
@@ -262,6 +274,25 @@ AGENT_PODS = (
 )
 
 
+def test_simulate_sizes_a_daemonset_by_its_newest_pod_with_the_templates_affinity() -> None:
+    """(upstream: "Daemonsets > should account for overhead using daemonset pod spec instead of
+    daemonset spec", "Daemonsets > should remove daemonset node hostname affinity when
+    considering daemonset schedulability") The template asks 3 CPU, its newest pod 1 CPU (the
+    pod listed first; the older one asks 2). With the pod's own pinned affinity the DaemonSet
+    would run nowhere (1.5 CPU); with the template's requests it needs 4.5 CPU."""
+    web = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}
+    web["spec"] = {"replicas": 1, "template": {"spec": pod("x", "1500m")["spec"]}}
+    built, results = simulate(nodepool(), AGENT, *AGENT_PODS, web)
+    assert [p.key for p in built.snapshot.pending] == ["default/web-0"]
+    [claim] = results.new_nodeclaims
+    assert claim.requests["cpu"] == 2500
+    assert claim.instance_type.name == "c-4"
+    assert (
+        "DaemonSet kube-system/agent: sized by the requests of its newest pod, which differ from "
+        "its template's" in built.notes
+    )
+
+
 def test_the_controller_sizes_a_daemonset_by_its_newest_pod_with_the_templates_affinity() -> None:
     """(upstream: "Daemonsets > should account for overhead using daemonset pod spec instead of
     daemonset spec") The same DaemonSet in the controller's snapshot: the newest pod's requests,
@@ -288,6 +319,35 @@ def test_the_controller_launches_for_the_daemonset_pods_requests() -> None:
     provisioner.provision()
     [created] = client.created
     assert requested_cpu(created) == "2500m"
+
+
+# --- a NodeClaim's Node coming up ----------------------------------------------------------------
+
+AGENT_TAINT = {"key": "example.com/agent", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize("initialized", [False, True])
+def test_simulate_places_pods_on_a_node_still_coming_up(initialized: bool) -> None:
+    """(upstream: "In-Flight Nodes > Taints > should assume pod will schedule to a tainted node
+    with a custom startup taint", "... should assume pod will schedule to a node with ephemeral
+    taint node.kubernetes.io/not-ready:NoExecute when the node is uninitialized", "... should not
+    assume pod will schedule to a node with startup taints after initialization") Until the
+    Node of a NodeClaim is initialized its startup and ephemeral taints are looked past; the
+    Node is not registered yet, so it also carries its NodeClaim's labels (the pod selects its
+    NodePool). Once initialized, a startup taint seen again is a taint."""
+    labels = {wk.NODE_INITIALIZED: "true", wk.NODE_REGISTERED: "true"} if initialized else {}
+    taints = [AGENT_TAINT, {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]
+    up = node("node-a", labels=labels, taints=taints, providerID="example://default-abc")
+    claim = nodeclaim("default-abc", startupTaints=[AGENT_TAINT])
+    wanting = pod("p", "1", spec={"nodeSelector": {wk.NODEPOOL: "default"}})
+    _, results = simulate(nodepool(startupTaints=[AGENT_TAINT]), claim, up, wanting)
+    if initialized:
+        assert len(results.new_nodeclaims) == 1 and not results.existing
+    else:
+        assert {n: [p.key for p in ps] for n, ps in results.existing.items()} == {
+            "node-a": ["default/p"]
+        }
+        assert not results.new_nodeclaims
 
 
 # --- the pods of nodes being deleted -------------------------------------------------------------
@@ -317,6 +377,47 @@ def old_node_pods(node_name: str) -> list[dict[str, Any]]:
 
 
 MOVED = ["default/db-0", "default/tolerant", "default/web-0"]
+
+
+def test_simulate_places_the_pods_of_a_deleted_node_again() -> None:
+    """(upstream: "Deleting Nodes > should re-schedule pods from a deleting node when pods are
+    active", "... should not re-schedule pods from a deleting node when pods are not active",
+    "... when pods are owned by a DaemonSet", "... should not reschedule pods from a deleting node
+    when pods are not active and they are owned by a ReplicaSet", "... should reschedule pods from
+    a deleting node when pods are not active and they are owned by a StatefulSet"; provisioning:
+    "should schedule all pods on one inflight node when node is in deleting state") Pods that
+    will be evicted (or, for a StatefulSet, are going) are pending again; a do-not-disrupt pod,
+    a pod a PodDisruptionBudget never lets go, and DaemonSet pods stay."""
+    old = node("old", deletionTimestamp=GONE)
+    built, results = simulate(nodepool(), old, *old_node_pods("old"), GUARD)
+    assert sorted(p.key for p in built.snapshot.pending) == MOVED
+    [left] = built.snapshot.nodes
+    assert sorted(p.name for p in left.pods) == ["agent", "guarded", "leaving", "pinned"]
+    assert "Node old is being deleted: 3 of its pods are scheduled again" in built.notes
+    [claim] = results.new_nodeclaims
+    assert sorted(p.key for p in claim.pods) == MOVED
+
+
+@pytest.mark.parametrize(
+    ("how", "moved"),
+    [("its NodeClaim is being deleted", True), ("it is cordoned", False)],
+)
+def test_simulate_reads_deletion_from_the_nodeclaim_not_from_a_cordon(
+    how: str, moved: bool
+) -> None:
+    """A Node whose NodeClaim is being deleted is being deleted too (upstream's state node); a
+    cordoned node takes no new pods but keeps its own."""
+    claim_extra = {"deletionTimestamp": GONE} if moved else {}
+    claim = nodeclaim("default-abc", nodeName="old", **claim_extra)
+    old = node(
+        "old",
+        labels={wk.NODEPOOL: "default", wk.NODE_REGISTERED: "true", wk.NODE_INITIALIZED: "true"},
+        providerID="example://default-abc",
+        **({} if moved else {"unschedulable": True}),
+    )
+    built, results = simulate(nodepool(), claim, old, pod("web-0", "1", node="old"))
+    assert [p.key for p in built.snapshot.pending] == (["default/web-0"] if moved else []), how
+    assert len(results.new_nodeclaims) == (1 if moved else 0)
 
 
 @pytest.mark.parametrize("how", ["marked", "its NodeClaim is being deleted", "cordoned"])
@@ -386,6 +487,39 @@ DEDICATED = [{"key": "dedicated", "value": "other", "effect": "NoSchedule"}]
 """A taint that keeps the pods below off the NodeClaims and nodes already there."""
 
 
+def test_simulate_counts_nodeclaims_in_flight_against_limits() -> None:
+    """(upstream: "Resource Limits > should not schedule when limits are exceeded") A NodeClaim
+    with no Node yet uses 4 of the 6 CPU the NodePool may have: a node of 4 CPU would exceed it."""
+    limited = nodepool(limits={"cpu": "6"})
+    _, results = simulate(limited, nodeclaim("default-abc", taints=DEDICATED), pod("p", "3"))
+    assert not results.new_nodeclaims
+    assert "would exceed NodePool default limit cpu=6" in results.unschedulable["default/p"]
+
+
+def test_simulate_counts_a_nodeclaim_and_its_node_once() -> None:
+    """(upstream: "Resource Limits > should not schedule to a nodepool after a scheduling round
+    if limits would be exceeded") A registered NodeClaim is its Node: 4 of 6 CPU used, so a
+    node of 2 CPU fits the limit; counted twice it would not."""
+    limited = nodepool(limits={"cpu": "6"})
+    claim = nodeclaim("default-abc", nodeName="n")
+    registered = node(
+        "n",
+        labels={wk.NODEPOOL: "default", wk.NODE_REGISTERED: "true", wk.NODE_INITIALIZED: "true"},
+        providerID="example://default-abc",
+        taints=DEDICATED,
+    )
+    _, results = simulate(limited, claim, registered, pod("p", "1"))
+    [launched] = results.new_nodeclaims
+    assert launched.instance_type.name == "c-2"
+
+
+def test_simulate_counts_nodeclaims_in_flight_against_a_node_limit() -> None:
+    """(upstream: "Resource Limits > should not schedule if limits would be exceeded (node)")"""
+    claim = nodeclaim("default-abc", taints=DEDICATED)
+    _, results = simulate(nodepool(limits={"nodes": "1"}), claim, pod("p", "1"))
+    assert not results.new_nodeclaims and "default/p" in results.unschedulable
+
+
 def test_the_controller_falls_back_to_the_next_nodepool_when_nodeclaims_fill_the_limit() -> None:
     """The heavier NodePool's NodeClaim in flight fills its limit, so the pass launches from the
     next NodePool instead of planning a NodeClaim its limit check then refuses."""
@@ -398,3 +532,40 @@ def test_the_controller_falls_back_to_the_next_nodepool_when_nodeclaims_fill_the
     provisioner.provision()
     [created] = client.created
     assert created["metadata"]["labels"][wk.NODEPOOL] == "second"
+
+
+NOT_READY = {
+    "conditions": [
+        {
+            "type": "Ready",
+            "status": "False",
+            "reason": "NodeClassNotReady",
+            "message": "NodeClass x is not ready",
+            "lastTransitionTime": GONE,
+        }
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        (
+            {"status": NOT_READY},
+            "its Ready condition is False (NodeClassNotReady: NodeClass x is not ready)",
+        ),
+        ({"metadata": {"deletionTimestamp": GONE, "finalizers": ["x"]}}, "it is being deleted"),
+    ],
+)
+def test_simulate_launches_nothing_from_a_nodepool_not_ready_or_deleted(
+    extra: dict[str, Any], reason: str
+) -> None:
+    """(upstream: "Scheduling Logic > should not schedule pods with nodePool which is not
+    ready"; provisioning: "should ignore NodePools that are deleting")"""
+    pool = nodepool(**({"status": extra["status"]} if "status" in extra else {}))
+    pool["metadata"].update(extra.get("metadata", {}))
+    built, results = simulate(pool, pod("p", "1"))
+    said = f"NodePool default launches nothing: {reason}"
+    assert not built.snapshot.nodepools and not results.new_nodeclaims
+    assert said in built.notes
+    assert built.unserved == {"default": said}
