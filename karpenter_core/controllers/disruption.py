@@ -67,13 +67,14 @@ from karpenter_core.controllers.objects import (
     nodeclaim_path,
     status_true,
 )
-from karpenter_core.controllers.provisioning import nodeclaim_manifest, with_expected_allocatable
+from karpenter_core.controllers.provisioning import nodeclaim_manifest
 from karpenter_core.controllers.runtime import LoopController
 from karpenter_core.disruption.candidates import candidates
 from karpenter_core.disruption.planner import Command, Options, next_command, still_valid
 from karpenter_core.operator import metrics
 from karpenter_core.operator.events import Reason
 from karpenter_core.operator.kube import NotFound, retry_on_conflict
+from karpenter_core.scheduling.cluster import with_expected_allocatable
 
 if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodepool import NodePool
@@ -406,9 +407,10 @@ class DisruptionController(LoopController):
     # -- orchestrating ----------------------------------------------------------------------
 
     def start(self, command: Command, nodepools: dict[str, NodePool], waited: float = 0.0) -> bool:
-        """Taint and mark the candidates and launch the replacements; the queue finishes the
-        command once they are Initialized (at once without replacements). False if it was rolled
-        back. ``waited``: seconds since it was decided (logged)."""
+        """Taint the candidates, launch the replacements, then mark the candidates; the queue
+        finishes the command once the replacements are Initialized (at once without
+        replacements). False if it was rolled back. ``waited``: seconds since it was decided
+        (logged)."""
         context = self.context
         state = context.state
         nodes = [c.node for c in command.candidates]
@@ -432,7 +434,6 @@ class DisruptionController(LoopController):
             },
         )
         self._set_taints([node.name for node in nodes], present=True)
-        state.mark_for_deletion([*(n.name for n in nodes), *claim_names])
         timeout = self.timeout
         if timeout is None:
             timeout = replacement_timeout(len(self.queue) + 1)
@@ -455,6 +456,9 @@ class DisruptionController(LoopController):
             log.exception("launching replacements failed; rolling back")
             self._rollback(item)
             return False
+        # Marked once the replacements are in the state: provisioning places the pods of marked
+        # nodes, and must see the capacity launched for them when it does.
+        state.mark_for_deletion([*(n.name for n in nodes), *claim_names])
         if not item.created:
             self._finish(item)
             return True

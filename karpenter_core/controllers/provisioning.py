@@ -1,12 +1,15 @@
 """Provisioning: batch pending pods, run the scheduler, create NodeClaims, nominate pods.
 
-The decisions are pure (``nodeclaim_manifest``, ``limit_check``, ``with_expected_allocatable``,
-``without_preemptors``); ``Provisioner.provision`` does the I/O around them: snapshot, create,
-events, nominations.
+The decisions are pure (``nodeclaim_manifest``, ``limit_check``, ``without_preemptors``, and
+those of ``karpenter_core.scheduling.cluster``, which ``simulate`` shares);
+``Provisioner.provision`` does the I/O around them: snapshot, create, events, nominations.
 
 Pods the kube-scheduler has not decided on yet are provisioned with those it marked
 Unschedulable: the scheduler places every pending pod on existing nodes and in-flight NodeClaims
-first, so a launch is only for pods that fit nowhere, and nothing waits for the verdict.
+first, so a launch is only for pods that fit nowhere, and nothing waits for the verdict. As
+upstream's, a pass also places the pods of nodes being deleted (``rescheduled_pods``), so their
+new room is coming up before they are evicted; a node tainted ``karpenter.sh/disrupted`` starts
+a pass every ``RESYNC_PERIOD`` while it is there.
 """
 
 from __future__ import annotations
@@ -29,11 +32,16 @@ from karpenter_core.controllers.objects import (
     NODECLAIMS,
     name_of,
     quantities,
-    status_true,
     taint_list,
 )
 from karpenter_core.operator import metrics
 from karpenter_core.operator.state import ClusterPod
+from karpenter_core.scheduling.cluster import (
+    claim_capacity,
+    not_launchable,
+    rescheduled_pods,
+    with_expected_allocatable,
+)
 from karpenter_core.scheduling.requirements import Requirement
 from karpenter_core.scheduling.scheduler import NewNodeClaim, Results, schedule
 from karpenter_core.scheduling.templates import NODES
@@ -50,14 +58,13 @@ __all__ = [
     "Provisioner",
     "limit_check",
     "nodeclaim_manifest",
-    "with_expected_allocatable",
     "without_preemptors",
 ]
 
 log = logging.getLogger("karpenter.provisioner")
 
 RESYNC_PERIOD = 5.0
-"""Seconds between checks for pending pods no batch is handling."""
+"""Seconds between checks for pending pods no batch is handling and for nodes being disrupted."""
 
 MIN_NOMINATION = 10.0
 """Seconds a pod stays nominated to its node or NodeClaim at least (refreshed by every pass):
@@ -197,34 +204,6 @@ def nodeclaim_manifest(
     }
 
 
-def _claim_instance_types(nodeclaim: NodeClaim) -> list[str]:
-    for requirement in nodeclaim.spec.requirements:
-        if requirement.key == wk.INSTANCE_TYPE and requirement.operator == "In":
-            return list(requirement.values)
-    return []
-
-
-def with_expected_allocatable(
-    nodeclaims: Iterable[NodeClaim], catalog: Mapping[str, InstanceType]
-) -> list[NodeClaim]:
-    """In-flight NodeClaims with ``status.allocatable`` filled in before launch, so the scheduler
-    counts the pods they were made for instead of launching for them a second time: the
-    per-resource smallest allocatable of its instance-type options (each holds those pods)."""
-    out = []
-    for nodeclaim in nodeclaims:
-        options = [catalog[n] for n in _claim_instance_types(nodeclaim) if n in catalog]
-        if nodeclaim.status.allocatable or not options:
-            out.append(nodeclaim)
-            continue
-        resources = set.intersection(*(set(it.allocatable) for it in options))
-        copy = nodeclaim.model_copy(deep=True)
-        copy.status.allocatable = {
-            r: Fraction(min(it.allocatable[r] for it in options), 1000) for r in resources
-        }
-        out.append(copy)
-    return out
-
-
 def without_preemptors(
     pending: Sequence[PodInfo], awaiting: Set[str], nodes: Iterable[NodeInfo]
 ) -> list[PodInfo]:
@@ -268,13 +247,7 @@ def limit_check(
         if nodeclaim.metadata.labels.get(wk.NODEPOOL) != name:
             continue
         count += 1
-        capacity = {r: to_milli(q) for r, q in nodeclaim.status.capacity.items()}
-        if not capacity:
-            for type_name in _claim_instance_types(nodeclaim):
-                instance_type = catalog.get(type_name)
-                for resource, amount in instance_type.capacity.items() if instance_type else ():
-                    capacity[resource] = max(capacity.get(resource, 0), amount)
-        for resource, amount in capacity.items():
+        for resource, amount in claim_capacity(nodeclaim, catalog).items():
             used[resource] = used.get(resource, 0) + amount
     if NODES in limits and (count + 1) * 1000 > limits[NODES]:
         return LimitCheck(
@@ -344,12 +317,16 @@ class Provisioner:
     def run(self, stop: threading.Event) -> None:
         """Provision a batch each time one completes, until ``stop`` is set. Every
         ``RESYNC_PERIOD`` without a batch, pending pods whose nomination ran out (the node they
-        were meant for filled up with other pods) start one."""
+        were meant for filled up with other pods) start one, and so does a node tainted
+        ``karpenter.sh/disrupted`` (as upstream's trigger: its pods are provisioned for)."""
         self.batcher.trigger()  # pods that were pending before we started
         while not stop.is_set():
             if not self.batcher.wait(stop, timeout=RESYNC_PERIOD):
                 for pod in self.context.state.pending_pods(awaiting=True):
                     self._on_pending(pod)
+                for node in self.context.state.nodes():
+                    if any(t.key == wk.DISRUPTED_TAINT_KEY for t in node.taints):
+                        self.batcher.trigger(node.name)
                 continue
             while not self.context.state.wait_for_sync(0.5):
                 if stop.is_set():
@@ -365,7 +342,7 @@ class Provisioner:
         context = self.context
         state = context.state
         nodepools = sorted(
-            (np for np in state.nodepools() if _launchable(np)),
+            (np for np in state.nodepools() if not_launchable(np) is None),
             key=lambda np: (-(np.spec.weight or 0), np.metadata.name or ""),
         )
         instance_types = {
@@ -381,6 +358,8 @@ class Provisioner:
             if isinstance(pod, ClusterPod) and not pod.unschedulable
         }
         snapshot.pending = without_preemptors(snapshot.pending, awaiting, snapshot.nodes)
+        rescheduled = rescheduled_pods(snapshot)
+        snapshot.pending += rescheduled
         if not snapshot.pending:
             return None
         snapshot.nodeclaims = with_expected_allocatable(snapshot.nodeclaims, catalog)
@@ -432,6 +411,7 @@ class Provisioner:
             "provisioned",
             extra={
                 "pods": len(snapshot.pending),
+                "from_deleting_nodes": len(rescheduled),
                 "nodeclaims": len(results.new_nodeclaims),
                 "on_existing": sum(len(pods) for pods in results.existing.values()),
                 "unschedulable": len(results.unschedulable),
@@ -495,12 +475,3 @@ class Provisioner:
                 )
         if failure is not None:
             raise failure
-
-
-def _launchable(nodepool: NodePool) -> bool:
-    """Not being deleted, and Ready unless its status was never written (not reconciled yet)."""
-    if nodepool.metadata.deletion_timestamp is not None:
-        return False
-    if not nodepool.status.conditions:
-        return True
-    return status_true(nodepool, "Ready")

@@ -25,6 +25,12 @@ from karpenter_core.manifests.validation import (
     mapping,
 )
 from karpenter_core.manifests.workloads import POD_KINDS, collect_pods
+from karpenter_core.scheduling.cluster import (
+    not_launchable,
+    rescheduled_pods,
+    with_expected_allocatable,
+    with_nodeclaim,
+)
 from karpenter_core.scheduling.snapshot import DecodeError, NodeInfo, Snapshot
 
 __all__ = ["SimulationInput", "build_snapshot"]
@@ -57,8 +63,8 @@ class SimulationInput:
     warnings: list[str] = field(default_factory=list)
     """Fields no schema of their kind has (``NodePool default: unknown field spec.x``)."""
     unserved: dict[str, str] = field(default_factory=dict)
-    """NodePools left out because the provider does not serve their NodeClass: the reason, by
-    NodePool name."""
+    """NodePools left out because they launch nothing (the provider does not serve their
+    NodeClass; they are being deleted or not Ready): the reason, by NodePool name."""
 
 
 def build_snapshot(
@@ -74,7 +80,10 @@ def build_snapshot(
     kinds ``provider.supported_node_classes()`` lists. Before the provider is asked for instance
     types, the validated NodeClasses go into ``node_class_view`` by (kind, name): the mapping
     behind the provider's ``ProviderContext.node_classes`` read view.
-    A NodePool whose NodeClass kind the provider does not list is left out (``unserved``).
+    A NodePool whose NodeClass kind the provider does not list, or that is being deleted or not
+    Ready, is left out (``unserved``). Nodes are paired with their NodeClaims, and the pods of
+    nodes being deleted that are to be evicted are pending again, as the controller sees them
+    (``karpenter_core.scheduling.cluster``).
     Fields an object's kind does not have are warnings, or with ``strict`` a ``ManifestError``.
     Raises ``ManifestError`` for a bad object.
     """
@@ -121,6 +130,10 @@ def build_snapshot(
             )
         else:
             notes.append(f"skipped {doc.describe()}: not used by the simulation")
+    _pair(nodes, snapshot.nodeclaims)
+    snapshot.nodeclaims = with_expected_allocatable(
+        snapshot.nodeclaims, {it.name: it for it in catalog}
+    )
     claims = frozenset(
         (d.namespace, d.kind, d.name) for d in documents if d.kind == "PersistentVolumeClaim"
     )
@@ -138,7 +151,41 @@ def build_snapshot(
         else:
             bound_to.pods.append(pod)
     snapshot.nodes = list(nodes.values())
+    _reschedule(snapshot, notes)
     return built
+
+
+def _pair(nodes: Mapping[str, NodeInfo], nodeclaims: Sequence[NodeClaim]) -> None:
+    """Each Node seen with its NodeClaim (same providerID, else the NodeClaim's
+    ``status.nodeName``), as the controller sees it: launching until initialized, and being
+    deleted while its NodeClaim is (``cluster.with_nodeclaim``)."""
+    by_provider_id = {c.status.provider_id: c for c in nodeclaims if c.status.provider_id}
+    by_node_name = {c.status.node_name: c for c in nodeclaims if c.status.node_name}
+    for node in nodes.values():
+        claim = by_provider_id.get(node.provider_id) if node.provider_id else None
+        claim = claim or by_node_name.get(node.name)
+        if claim is not None:
+            with_nodeclaim(node, claim)
+
+
+def _reschedule(snapshot: Snapshot, notes: list[str]) -> None:
+    """The pods of nodes being deleted that are to be evicted move to the pending pods, as
+    the controller provisions for them (``cluster.rescheduled_pods``)."""
+    moving = rescheduled_pods(snapshot)
+    if not moving:
+        return
+    keys = {pod.key for pod in moving}
+    for node in snapshot.nodes:
+        if not node.marked_for_deletion:
+            continue
+        kept = [pod for pod in node.pods if pod.key not in keys]
+        if len(kept) < len(node.pods):
+            notes.append(
+                f"Node {node.name} is being deleted: {len(node.pods) - len(kept)} of its pods "
+                "are scheduled again"
+            )
+            node.pods = kept
+    snapshot.pending.extend(moving)
 
 
 def _unknown_fields(
@@ -182,7 +229,8 @@ def _nodepools(
     Requirements and limits are checked before pydantic's errors are raised, so their more
     specific messages win. A hint for an instance-type wildcard reads the catalog, so each
     NodePool's catalog is fetched first, for the NodePool without its wildcard requirements.
-    A NodePool whose NodeClass the provider does not serve goes to ``built.unserved`` instead.
+    A NodePool whose NodeClass the provider does not serve, or that launches nothing now
+    (``cluster.not_launchable``), goes to ``built.unserved`` instead.
     """
     invalid: tuple[Document, ValidationError] | None = None
     catalog: list[InstanceType] = []
@@ -199,6 +247,11 @@ def _nodepools(
                 f"NodePool {doc.name} uses {ref.kind} (group {ref.group}), which provider "
                 f"{provider.name} does not serve"
             )
+            continue
+        reason = not_launchable(nodepool)
+        if reason is not None:
+            built.unserved[doc.name] = f"NodePool {doc.name} launches nothing: {reason}"
+            built.notes.append(built.unserved[doc.name])
             continue
         built.snapshot.nodepools.append(nodepool)
         instance_types = instance_types_of(provider, nodepool)

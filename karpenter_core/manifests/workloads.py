@@ -1,5 +1,6 @@
 """Pods from manifests: plain Pods, and the pods Deployments, ReplicaSets, StatefulSets and Jobs
-would create; DaemonSets become the pod templates every new node runs.
+would create; DaemonSets become the pods every new node runs (their newest pod in the input, if
+any, else their template: ``cluster.daemonset_pods``).
 
 Objects whose pods are already in the input (a ``kubectl get all -o yaml`` dump holds the
 Deployment, its ReplicaSet and its Pods) are not expanded a second time.
@@ -7,8 +8,9 @@ Deployment, its ReplicaSet and its Pods) are not expanded a second time.
 
 from __future__ import annotations
 
+import copy
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,7 @@ from karpenter_core.manifests.validation import (
     mapping,
     sequence,
 )
+from karpenter_core.scheduling.cluster import daemonset_pods
 from karpenter_core.scheduling.snapshot import DecodeError, PodInfo
 
 __all__ = ["POD_KINDS", "WORKLOAD_KINDS", "Pods", "collect_pods"]
@@ -45,6 +48,9 @@ class Pods:
     bound: list[PodInfo] = field(default_factory=list)
     """Pods with ``spec.nodeName``, to be placed on their node."""
     daemonsets: list[PodInfo] = field(default_factory=list)
+    daemon_pods: list[PodInfo] = field(default_factory=list)
+    """DaemonSet-owned Pods of the input, bound or not, with their creation times (their
+    DaemonSet's requests come from the newest)."""
     claims: list[dict[str, Any]] = field(default_factory=list)
     """PersistentVolumeClaims StatefulSets' volumeClaimTemplates create."""
     notes: list[str] = field(default_factory=list)
@@ -65,12 +71,13 @@ def collect_pods(
     owners = {_key(d): owner for d in relevant if (owner := _owner(d)) is not None}
     with_pods = _ancestors_of_pods(relevant, owners)
     present = {_key(d) for d in relevant if d.kind in WORKLOAD_KINDS}
+    daemonsets = {(d.namespace, d.name) for d in relevant if d.kind == "DaemonSet"}
     out = Pods()
     order = itertools.count()
     for doc in relevant:
         try:
             if doc.kind == "Pod":
-                _add_pod(doc, out, instance_types, order)
+                _add_pod(doc, out, instance_types, order, daemonsets)
             elif doc.kind == "DaemonSet":
                 out.daemonsets.extend(_template_pods(doc, [doc.name], instance_types, order))
             elif _key(doc) in with_pods:
@@ -87,6 +94,14 @@ def collect_pods(
                     out.claims.extend(_claims(doc, names, existing_claims))
         except DecodeError as err:
             raise doc.error(err.field, err.message) from None
+    templates = out.daemonsets
+    out.daemonsets = daemonset_pods(templates, out.daemon_pods)
+    for template, daemon in zip(templates, out.daemonsets, strict=True):
+        if daemon.requests != template.requests:
+            out.notes.append(
+                f"DaemonSet {template.key}: sized by the requests of its newest pod, which "
+                "differ from its template's"
+            )
     return out
 
 
@@ -117,22 +132,29 @@ def _ancestors_of_pods(documents: Sequence[Document], owners: Mapping[_Key, _Key
 
 
 def _add_pod(
-    doc: Document, out: Pods, instance_types: Sequence[InstanceType], order: Iterator[int]
+    doc: Document,
+    out: Pods,
+    instance_types: Sequence[InstanceType],
+    order: Iterator[int],
+    daemonsets: Set[tuple[str, str]],
 ) -> None:
     check_pod_metadata(doc.metadata, "metadata")
     check_pod_spec(doc.obj.get("spec"), "spec", instance_types)
     pod = PodInfo.from_manifest(doc.obj)
-    pod.created = float(next(order))
     phase = mapping(doc.obj.get("status"), "status").get("phase")
+    ours = pod.is_daemon() and (pod.namespace, pod.owner_name) in daemonsets
+    if ours and phase not in _DONE_PHASES:
+        out.daemon_pods.append(copy.copy(pod))  # ``created`` still its creationTimestamp
+    pod.created = float(next(order))
     if phase in _DONE_PHASES:
         out.notes.append(f"skipped {doc.describe()}: it has finished ({phase})")
     elif pod.node_name:
         out.bound.append(pod)
-    elif pod.is_daemon() or MIRROR_ANNOTATION in pod.annotations:
+    elif (pod.is_daemon() and not ours) or MIRROR_ANNOTATION in pod.annotations:
         out.notes.append(
             f"skipped {doc.describe()}: a DaemonSet or mirror pod with no node is not pending"
         )
-    else:
+    elif not ours:
         out.pending.append(pod)
 
 

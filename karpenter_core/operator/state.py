@@ -17,11 +17,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from karpenter_core.apis import labels as wk
-from karpenter_core.apis.quantity import to_milli
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.operator.informer import DELETED, Informer
+from karpenter_core.scheduling.cluster import daemonset_pods, nodeclaim_deleting, with_nodeclaim
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 
 if TYPE_CHECKING:
@@ -584,9 +583,10 @@ class ClusterState:
         awaiting: bool = False,
     ) -> Snapshot:
         """The scheduler's input: the NodePools named in ``instance_types`` (in its order), nodes
-        with their bound pods (copies; marked or deleting ones flagged ``deleting``; nodes of
-        NodeClaims not yet initialized seen as launching, see ``_as_launching``), in-flight
-        NodeClaims (no Node yet, not deleting), and the pending pods (``pending`` if given, else
+        with their bound pods (copies, seen with their NodeClaims: ``cluster.with_nodeclaim``;
+        nodes or NodeClaims marked, or being deleted, are ``marked_for_deletion``), in-flight
+        NodeClaims (no Node yet, not deleting), DaemonSets as their newest pods
+        (``cluster.daemonset_pods``), and the pending pods (``pending`` if given, else
         ``pending_pods(awaiting=awaiting)``), all as of one moment.
 
         Only references are taken under the lock (cached objects are replaced on change, never
@@ -614,9 +614,12 @@ class ClusterState:
             pvcs: list[Mapping[str, Any]] = list(self.pvcs.cache.values())
             storage_classes: list[Mapping[str, Any]] = list(self.storage_classes.cache.values())
         bound: dict[str, list[PodInfo]] = {}
+        daemon_pods: list[PodInfo] = []
         for pod in pods:
             if pod.node_name:
                 bound.setdefault(pod.node_name, []).append(pod)
+            if pod.owner_kind == "DaemonSet":
+                daemon_pods.append(pod)
         views: list[NodeInfo] = []
         for node in nodes:
             node.requirement_labels()  # on the cached node, so every snapshot's copy shares it
@@ -625,19 +628,15 @@ class ClusterState:
             view.last_pod_event = last_pod_event.get(node.name, 0.0)
             claim_name = claim_by_provider_id.get(node.provider_id) if node.provider_id else None
             claim = claims.get(claim_name) if claim_name else None
-            view.deleting = (
-                node.deleting
-                or node.deletion_time is not None
-                or node.name in marked
-                or (claim is not None and claim.metadata.name in marked)
-            )
             if claim is not None:
-                _as_launching(view, claim)
+                with_nodeclaim(view, claim)
+            if node.name in marked or (claim is not None and claim.metadata.name in marked):
+                view.marked_for_deletion = view.deleting = True
             views.append(view)
         in_flight = [
             claim
             for claim in claims.values()
-            if claim.metadata.deletion_timestamp is None
+            if not nodeclaim_deleting(claim)
             and claim.metadata.name not in marked
             and not (claim.status.provider_id and claim.status.provider_id in registered)
         ]
@@ -648,7 +647,7 @@ class ClusterState:
             nodeclaims=in_flight,
             nodeclasses=nodeclasses,
             pending=list(pending if pending is not None else _pending(pods, awaiting)),
-            daemonsets=daemonsets,
+            daemonsets=daemonset_pods(daemonsets, daemon_pods),
             pdbs=pdbs,
             persistent_volumes=pvs,
             persistent_volume_claims=pvcs,
@@ -661,34 +660,3 @@ def _pending(pods: Iterable[ClusterPod], awaiting: bool) -> list[ClusterPod]:
     if awaiting:
         return [pod for pod in pods if pod.is_provisionable()]
     return [pod for pod in pods if pod.is_pending()]
-
-
-EPHEMERAL_TAINTS = frozenset(
-    {
-        wk.UNREGISTERED_TAINT_KEY,
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-        "node.cloudprovider.kubernetes.io/uninitialized",
-    }
-)
-"""Taints a new node carries only until it is up; scheduling onto it looks past them."""
-
-
-def _as_launching(view: NodeInfo, claim: NodeClaim) -> None:
-    """A node of a NodeClaim that is not initialized yet is capacity on its way, as upstream
-    treats it: not initialized, its ephemeral and startup taints ignored, the NodeClaim's
-    expected allocatable used while the node reports none, and, until the node is registered
-    (its labels are copied from the NodeClaim then), the NodeClaim's labels under the node's:
-    a Node created a moment before registration would otherwise lack its NodePool's labels, fit
-    no pod meant for it, and hide its NodeClaim's capacity from the pass."""
-    if view.labels.get(wk.NODE_REGISTERED) != "true":
-        view.relabel({**claim.metadata.labels, **view.labels})
-    view.initialized = view.labels.get(wk.NODE_INITIALIZED) == "true"
-    if view.initialized:
-        return
-    startup = {(t.key, t.effect) for t in claim.spec.startup_taints}
-    view.taints = tuple(
-        t for t in view.taints if t.key not in EPHEMERAL_TAINTS and (t.key, t.effect) not in startup
-    )
-    if not view.allocatable and claim.status.allocatable:
-        view.allocatable = {n: to_milli(q) for n, q in claim.status.allocatable.items()}

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, to_milli
+from karpenter_core.scheduling.cluster import in_flight
 from karpenter_core.scheduling.preferences import PodState, inverse_groups
 from karpenter_core.scheduling.requirements import Requirement, Requirements
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
@@ -552,18 +553,10 @@ class _Solver:
         """NodeClaims launched but not registered yet, as capacity that pods may wait for."""
         if not snapshot.nodeclaims:
             return []
-        registered = {node.name for node in snapshot.nodes}
-        registered |= {node.provider_id for node in snapshot.nodes if node.provider_id}
         catalog = {
             name: {it.name: it for it in types} for name, types in snapshot.instance_types.items()
         }
-        unregistered = [
-            claim
-            for claim in snapshot.nodeclaims
-            if claim.metadata.deletion_timestamp is None
-            and claim.status.node_name not in registered
-            and claim.status.provider_id not in registered
-        ]
+        unregistered = in_flight(snapshot.nodeclaims, snapshot.nodes)
         daemons = _daemons(snapshot)
         out = []
         for claim in sorted(unregistered, key=lambda c: c.metadata.name or ""):
@@ -1016,12 +1009,14 @@ def compile_templates(snapshot: Snapshot) -> list[NodePoolTemplate]:
     """The snapshot's NodePools compiled for scheduling, in the order the scheduler tries them
     (weight, then name)."""
     daemons = _daemons(snapshot)
+    claims = in_flight(snapshot.nodeclaims, snapshot.nodes) if snapshot.nodeclaims else []
     return [
         NodePoolTemplate(
             nodepool,
             snapshot.instance_types.get(nodepool.metadata.name or "", ()),
             daemons,
             snapshot.nodes,
+            claims,
         )
         for nodepool in sorted(
             snapshot.nodepools, key=lambda np: (-(np.spec.weight or 0), np.metadata.name)

@@ -134,6 +134,7 @@ class PodInfo:
         "pod_anti_affinity",
         "priority",
         "requests",
+        "terminating",
         "tolerations",
         "topology_spread",
         "uid",
@@ -165,6 +166,7 @@ class PodInfo:
         pod_affinity: Mapping[str, Any] | None = None,
         pod_anti_affinity: Mapping[str, Any] | None = None,
         nominated_node: str | None = None,
+        terminating: bool = False,
     ) -> None:
         self.namespace = namespace
         self.name = name
@@ -193,6 +195,8 @@ class PodInfo:
         self.pod_affinity = pod_affinity
         self.pod_anti_affinity = pod_anti_affinity
         self.nominated_node = nominated_node
+        self.terminating = terminating
+        """Asked to terminate (``metadata.deletionTimestamp`` set)."""
 
     @classmethod
     def from_manifest(cls, obj: Mapping[str, Any]) -> Self:
@@ -269,6 +273,7 @@ class PodInfo:
             topology_spread=spec.get("topologySpreadConstraints") or (),
             pod_affinity=affinity.get("podAffinity"),
             pod_anti_affinity=affinity.get("podAntiAffinity"),
+            terminating=bool(meta.get("deletionTimestamp")),
         )
 
     def renamed(self, name: str) -> PodInfo:
@@ -309,6 +314,7 @@ class NodeInfo:
         "initialized",
         "labels",
         "last_pod_event",
+        "marked_for_deletion",
         "name",
         "nodepool",
         "not_ready",
@@ -329,6 +335,7 @@ class NodeInfo:
         provider_id: str = "",
         initialized: bool = True,
         deleting: bool = False,
+        marked_for_deletion: bool = False,
         annotations: Mapping[str, str] | None = None,
         created: float = 0.0,
     ) -> None:
@@ -342,7 +349,11 @@ class NodeInfo:
         self.provider_id = provider_id
         self.nodepool = self.labels.get(wk.NODEPOOL)
         self.initialized = initialized
-        self.deleting = deleting
+        self.marked_for_deletion = marked_for_deletion
+        """Being deleted (the Node, or its NodeClaim), or marked for deletion by disruption:
+        its pods are provisioned for again (``cluster.rescheduled_pods``)."""
+        self.deleting = deleting or marked_for_deletion
+        """Takes no new pods: marked for deletion, or cordoned (``spec.unschedulable``)."""
         self.not_ready = False
         """The node reports a Ready condition that is not True (disruption budgets count it as
         disrupting)."""
@@ -380,7 +391,8 @@ class NodeInfo:
             == "true",
             annotations=meta.get("annotations") or {},
             created=_timestamp(meta.get("creationTimestamp")),
-            deleting=bool(meta.get("deletionTimestamp")) or bool(spec.get("unschedulable")),
+            deleting=bool(spec.get("unschedulable")),
+            marked_for_deletion=bool(meta.get("deletionTimestamp")),
         )
         node.not_ready = any(
             c.get("type") == "Ready" and c.get("status") != "True"

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, parse_quantity, to_milli
+from karpenter_core.scheduling.cluster import claim_capacity
 from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.taints import Taint, untolerated
 
 if TYPE_CHECKING:
+    from karpenter_core.apis.v1.nodeclaim import NodeClaim
     from karpenter_core.apis.v1.nodepool import NodePool
     from karpenter_core.cloudprovider.types import InstanceType, Offering
     from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo
@@ -162,7 +164,10 @@ class NodePoolTemplate:
         instance_types: Sequence[InstanceType],
         daemons: Sequence[Daemon],
         existing_nodes: Sequence[NodeInfo],
+        nodeclaims: Sequence[NodeClaim] = (),
     ) -> None:
+        """``nodeclaims``: the NodeClaims in flight (no Node yet), which count against the
+        limits as the nodes do (``cluster.claim_capacity``)."""
         manifest: dict[str, Any] = nodepool.to_manifest()
         spec = manifest.get("spec") or {}
         template = spec.get("template") or {}
@@ -189,6 +194,11 @@ class NodePoolTemplate:
         for node in existing_nodes:
             if node.nodepool == self.name:
                 self._consume(node.capacity)
+        if self.remaining and nodeclaims:
+            catalog = {it.name: it for it in instance_types}
+            for claim in nodeclaims:
+                if claim.metadata.labels.get(wk.NODEPOOL) == self.name:
+                    self._consume(claim_capacity(claim, catalog))
         self.instance_types = [
             it for it in instance_types if self.requirements.intersects(it.requirements) is None
         ]

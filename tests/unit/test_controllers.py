@@ -45,13 +45,13 @@ from karpenter_core.controllers.provisioning import (
     Batcher,
     limit_check,
     nodeclaim_manifest,
-    with_expected_allocatable,
     without_preemptors,
 )
 from karpenter_core.controllers.termination import drain_plan, termination_deadline
 from karpenter_core.operator.kube import Conflict
 from karpenter_core.operator.settings import Settings
 from karpenter_core.operator.state import ClusterNode, ClusterPod, ClusterState
+from karpenter_core.scheduling.cluster import with_expected_allocatable
 from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import schedule
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot

@@ -273,7 +273,7 @@ def test_a_client_hanging_up_on_a_probe_prints_no_traceback(
 
 def test_a_launching_node_is_capacity_on_its_way() -> None:
     from karpenter_core.apis.v1.nodeclaim import NodeClaim
-    from karpenter_core.operator.state import _as_launching
+    from karpenter_core.scheduling.cluster import as_launching
 
     claim = NodeClaim.from_manifest(
         {
@@ -293,7 +293,7 @@ def test_a_launching_node_is_capacity_on_its_way() -> None:
         {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
     ]
     node = ClusterNode.decode({"metadata": {"name": "n"}, "spec": {"taints": taints}})
-    _as_launching(node, claim)
+    as_launching(node, claim)
     assert not node.initialized
     assert [t.key for t in node.taints] == ["dedicated"]
     assert node.allocatable == {"cpu": 4000}
@@ -303,7 +303,7 @@ def test_a_launching_node_is_capacity_on_its_way() -> None:
             "spec": {"taints": taints},
         }
     )
-    _as_launching(ready, claim)
+    as_launching(ready, claim)
     assert ready.initialized and len(ready.taints) == 4
 
 
@@ -312,7 +312,7 @@ def test_a_node_not_registered_yet_carries_its_nodeclaims_labels() -> None:
     NodePool, instance type, zone), so a pod meant for the NodeClaim still fits it; once
     registered, the node's own labels are the truth."""
     from karpenter_core.apis.v1.nodeclaim import NodeClaim
-    from karpenter_core.operator.state import _as_launching
+    from karpenter_core.scheduling.cluster import as_launching
 
     claim = NodeClaim.from_manifest(
         {
@@ -330,7 +330,7 @@ def test_a_node_not_registered_yet_carries_its_nodeclaims_labels() -> None:
     fresh = ClusterNode.decode({"metadata": {"name": "n", "labels": {"zone": "a"}}})
     assert "karpenter.sh/nodepool" not in fresh.label_requirements().labels()  # cached now
     assert "karpenter.sh/nodepool" not in fresh.requirement_labels()
-    _as_launching(fresh, claim)
+    as_launching(fresh, claim)
     assert fresh.nodepool == "web"
     assert fresh.labels["node.kubernetes.io/instance-type"] == "m"
     assert fresh.labels["zone"] == "a" and fresh.labels["kubernetes.io/hostname"] == "n"
@@ -340,7 +340,7 @@ def test_a_node_not_registered_yet_carries_its_nodeclaims_labels() -> None:
     registered = ClusterNode.decode(
         {"metadata": {"name": "n", "labels": {"karpenter.sh/registered": "true"}}}
     )
-    _as_launching(registered, claim)
+    as_launching(registered, claim)
     assert (
         registered.nodepool is None and "node.kubernetes.io/instance-type" not in registered.labels
     )

@@ -4,24 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import to_milli
+from karpenter_core.scheduling.cluster import EPHEMERAL_TAINTS
 
 if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodeclaim import NodeClaim
     from karpenter_core.operator.state import ClusterNode
 
-__all__ = ["EPHEMERAL_TAINTS", "initialization_blocker"]
-
-EPHEMERAL_TAINTS = frozenset(
-    {
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-        "node.cloudprovider.kubernetes.io/uninitialized",
-        wk.UNREGISTERED_TAINT_KEY,
-    }
-)
-"""Taints every node carries for a moment while it starts."""
+__all__ = ["initialization_blocker"]
 
 _STANDARD_RESOURCES = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
 
