@@ -26,6 +26,7 @@ __all__ = [
     "HOSTNAME",
     "INSTANCE_TYPE",
     "LABEL_VALUE_PATTERN",
+    "MIRROR_POD",
     "NODECLAIM_TERMINATION_TIMESTAMP",
     "NODEPOOL",
     "NODEPOOL_HASH",
@@ -82,6 +83,8 @@ DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 NODEPOOL_HASH = "karpenter.sh/nodepool-hash"
 NODEPOOL_HASH_VERSION = "karpenter.sh/nodepool-hash-version"
 NODECLAIM_TERMINATION_TIMESTAMP = "karpenter.sh/nodeclaim-termination-timestamp"
+MIRROR_POD = "kubernetes.io/config.mirror"
+"""On a static pod's mirror: the kubelet runs it, nothing schedules or evicts it."""
 
 # Finalizer (on NodeClaims by the lifecycle controller, on Nodes at registration).
 TERMINATION_FINALIZER = "karpenter.sh/termination"

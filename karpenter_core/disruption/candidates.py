@@ -27,13 +27,12 @@ __all__ = [
     "reschedulable",
 ]
 
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 
 def reschedulable(node: NodeInfo) -> list[PodInfo]:
     """The pods that would need a new home: not DaemonSet-owned, not mirror pods."""
-    return [p for p in node.pods if not p.is_daemon() and MIRROR_ANNOTATION not in p.annotations]
+    return [p for p in node.pods if not p.is_daemon() and not p.is_mirror()]
 
 
 def eviction_cost(pod: PodInfo) -> float:

@@ -33,7 +33,6 @@ WORKLOAD_KINDS = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "Job"})
 POD_KINDS = WORKLOAD_KINDS | {"Pod", "DaemonSet"}
 """Every kind ``collect_pods`` reads."""
 
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 _DONE_PHASES = ("Succeeded", "Failed")
 
 _Key = tuple[str, str, str]
@@ -150,7 +149,7 @@ def _add_pod(
         out.notes.append(f"skipped {doc.describe()}: it has finished ({phase})")
     elif pod.node_name:
         out.bound.append(pod)
-    elif (pod.is_daemon() and not ours) or MIRROR_ANNOTATION in pod.annotations:
+    elif (pod.is_daemon() and not ours) or pod.is_mirror():
         out.notes.append(
             f"skipped {doc.describe()}: a DaemonSet or mirror pod with no node is not pending"
         )

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.operator.informer import DELETED, Informer
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ClusterNode", "ClusterPod", "ClusterState", "Paths"]
 
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 DEFAULT_SCHEDULER = "default-scheduler"
 """The kube-scheduler's name: its pods that wait for a decision may be provisioned early."""
 _TRIMMED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
@@ -136,7 +136,7 @@ class ClusterPod(PodInfo):
 
     def is_mirror(self) -> bool:
         """A static pod's mirror (the kubelet owns it)."""
-        return MIRROR_ANNOTATION in self.annotations
+        return wk.MIRROR_POD in self.annotations
 
     def is_terminal(self) -> bool:
         """Succeeded or Failed."""

@@ -53,7 +53,6 @@ EPHEMERAL_TAINTS = frozenset(
 )
 """Taints a new node carries only until it is up; scheduling onto it looks past them."""
 
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 _DISRUPTED = Taint(wk.DISRUPTED_TAINT_KEY, "", wk.DISRUPTED_TAINT_EFFECT)
 
 
@@ -224,7 +223,7 @@ def rescheduled_pods(snapshot: Snapshot) -> list[PodInfo]:
 
 
 def _reschedulable(pod: PodInfo) -> bool:
-    if pod.is_daemon() or pod.owner_kind == "Node" or MIRROR_ANNOTATION in pod.annotations:
+    if pod.is_daemon() or pod.owner_kind == "Node" or pod.is_mirror():
         return False
     if pod.terminating:
         return pod.owner_kind == "StatefulSet"

@@ -58,7 +58,6 @@ MAX_INSTANCE_TYPES = 600
 """Instance types kept on a NodeClaim for the provider to choose from at launch (upstream's cap)."""
 
 _NO_UNDEFINED: frozenset[str] = frozenset()
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 class Minimize(StrEnum):
@@ -1064,10 +1063,7 @@ def schedulable(pods: Sequence[PodInfo]) -> list[PodInfo]:
     return [
         p
         for p in pods
-        if not p.node_name
-        and not p.nominated_node
-        and not p.is_daemon()
-        and MIRROR_ANNOTATION not in p.annotations
+        if not p.node_name and not p.nominated_node and not p.is_daemon() and not p.is_mirror()
     ]
 
 

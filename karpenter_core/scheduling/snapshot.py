@@ -30,6 +30,7 @@ __all__ = [
     "PodInfo",
     "Snapshot",
     "pod_requests",
+    "timestamp",
 ]
 
 PODS = "pods"
@@ -100,7 +101,8 @@ def pod_requests(spec: Mapping[str, Any], path: str = "spec") -> dict[str, int]:
     return total
 
 
-def _timestamp(value: Any) -> float:
+def timestamp(value: Any) -> float:
+    """Seconds since the epoch of a Kubernetes timestamp (0 when absent or unreadable)."""
     if not value:
         return 0.0
     if isinstance(value, datetime):
@@ -266,7 +268,7 @@ class PodInfo:
             owner_kind=str(owner.get("kind") or ""),
             owner_name=str(owner.get("name") or ""),
             priority=int(spec.get("priority") or 0),
-            created=_timestamp(meta.get("creationTimestamp")),
+            created=timestamp(meta.get("creationTimestamp")),
             host_ports=host_ports,
             volume_claims=claims,
             ephemeral_claims=ephemeral,
@@ -294,6 +296,10 @@ class PodInfo:
     def is_daemon(self) -> bool:
         """Owned by a DaemonSet (its capacity is counted as node overhead instead)."""
         return self.owner_kind == "DaemonSet"
+
+    def is_mirror(self) -> bool:
+        """A static pod's mirror (the kubelet runs it)."""
+        return wk.MIRROR_POD in self.annotations
 
     def __repr__(self) -> str:
         return f"PodInfo({self.key})"
@@ -390,7 +396,7 @@ class NodeInfo:
             )
             == "true",
             annotations=meta.get("annotations") or {},
-            created=_timestamp(meta.get("creationTimestamp")),
+            created=timestamp(meta.get("creationTimestamp")),
             deleting=bool(spec.get("unschedulable")),
             marked_for_deletion=bool(meta.get("deletionTimestamp")),
         )

@@ -15,12 +15,11 @@ ephemeral volume is the claim ``<pod>-<volume>``; until that claim exists its te
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.scheduling.requirements import Requirement, RequirementError, Requirements
-from karpenter_core.scheduling.snapshot import DecodeError, PodInfo
+from karpenter_core.scheduling.snapshot import DecodeError, PodInfo, timestamp
 
 __all__ = ["Alternatives", "VolumeTopology"]
 
@@ -53,16 +52,6 @@ def _string(obj: Mapping[str, Any], key: str, path: str) -> str | None:
     return value
 
 
-def _created(obj: Mapping[str, Any]) -> float:
-    value = _meta(obj).get("creationTimestamp")
-    if isinstance(value, datetime):
-        return value.timestamp()
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
-
-
 def _default_class(classes: Sequence[Mapping[str, Any]]) -> str | None:
     """The class a claim without ``storageClassName`` gets: of those annotated as default, the
     newest, then the first by name (as Kubernetes' admission picks it)."""
@@ -73,7 +62,10 @@ def _default_class(classes: Sequence[Mapping[str, Any]]) -> str | None:
     ]
     if not defaults:
         return None
-    newest = min(defaults, key=lambda s: (-_created(s), str(_meta(s).get("name"))))
+    newest = min(
+        defaults,
+        key=lambda s: (-timestamp(_meta(s).get("creationTimestamp")), str(_meta(s).get("name"))),
+    )
     return str(_meta(newest).get("name"))
 
 
