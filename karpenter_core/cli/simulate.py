@@ -201,6 +201,17 @@ def _print_text(
     )
 
 
+def _field(obj: Mapping[str, Any], *path: str) -> Mapping[str, Any]:
+    """The mapping at ``path`` in ``obj``; empty where any step is missing or not a mapping (the
+    manifest checks report such a field later, naming it)."""
+    for key in path:
+        value = obj.get(key)
+        if not isinstance(value, Mapping):
+            return {}
+        obj = value
+    return obj
+
+
 def _referenced_provider(documents: Sequence[Document]) -> str | None:
     """The one installed provider whose NodeClass kinds the NodePools reference or the input
     holds, or None (none, or several)."""
@@ -215,8 +226,7 @@ def _referenced_provider(documents: Sequence[Document]) -> str | None:
         group = str(obj.get("apiVersion") or "").partition("/")[0]
         found.add(owners.get((group, str(obj.get("kind") or ""))))
         if group == "karpenter.sh" and obj.get("kind") == "NodePool":
-            template = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
-            ref = template.get("nodeClassRef") or {}
+            ref = _field(obj, "spec", "template", "spec", "nodeClassRef")
             found.add(owners.get((str(ref.get("group") or ""), str(ref.get("kind") or ""))))
     found.discard(None)
     return found.pop() if len(found) == 1 else None

@@ -210,11 +210,9 @@ class _Existing:
                 self.ports.update(ds.pod.host_ports)
         allocatable = node.allocatable
         self.available = {n: a - used.get(n, 0) for n, a in allocatable.items()}
-        self.full = any(a < 0 for a in self.available.values()) or any(
-            amount > 0 and n not in allocatable for n, amount in used.items()
-        )
-        """Its pods and DaemonSets already request more than it has: no pod fits, whatever it
-        requests."""
+        self.full = any(a < 0 for a in self.available.values())
+        """Its pods and DaemonSets already request more of a resource it has than it has: no pod
+        fits, whatever it requests."""
         self.pods: list[PodInfo] = []
         self.owners = [p for p in node.pods if p.pod_anti_affinity]
         """Bound pods with a required anti-affinity (they constrain pods placed later)."""
@@ -325,15 +323,22 @@ class _Claim:
         self.cheapest_cpu = cheapest.get("cpu", 0) - cpu
         self.cheapest_memory = cheapest.get("memory", 0) - memory
 
+    def holds_cheaply(self, pod: PodInfo) -> bool:
+        """Whether the cheapest type that holds its pods now holds ``pod`` as well."""
+        cheapest = self.mask & -self.mask
+        return bool(self.template.index.fitting(_add(self.requests, pod.requests), cheapest))
+
     def growth(self, pod: PodInfo) -> float:
-        """How much dearer the cheapest type that would hold its pods and ``pod`` is than the
-        cheapest that holds them now (infinite when none would)."""
-        index, prices = self.template.index, self.template.prices
-        grown = index.fitting(_add(self.requests, pod.requests), self.mask)
+        """How much dearer the first type (in the NodePool's price order) that would hold its pods
+        and ``pod`` is than the first that holds them now, at the offerings its requirements
+        allow (infinite when no type would hold them)."""
+        template = self.template
+        grown = template.index.fitting(_add(self.requests, pod.requests), self.mask)
         if not grown:
             return math.inf
-        now = (self.mask & -self.mask).bit_length() - 1
-        return prices[(grown & -grown).bit_length() - 1] - prices[now]
+        offerings = template.compatible(self.requirements)[1]
+        now = offerings[(self.mask & -self.mask).bit_length() - 1].price
+        return offerings[(grown & -grown).bit_length() - 1].price - now
 
     @property
     def taints(self) -> tuple[Taint, ...]:
@@ -472,9 +477,11 @@ class _Solver:
         self.min_values_strict = min_values_strict
         self.results = Results()
         if prepared is None:
-            self.templates = compile_templates(snapshot)
-            self.existing = _existing(snapshot)
+            daemons = _daemons(snapshot)
+            self.templates = compile_templates(snapshot, daemons)
+            self.existing = _existing(snapshot, daemons)
         else:
+            daemons = prepared.daemons
             present = {node.name for node in snapshot.nodes}
             released = [node for node in prepared.nodes if node.name not in present]
             self.templates = [template.released(released) for template in prepared.templates]
@@ -484,7 +491,7 @@ class _Solver:
                 self.results.warnings.append(
                     f"NodePool {template.name}: no instance type satisfies its requirements"
                 )
-        self.existing += self._in_flight(snapshot)
+        self.existing += self._in_flight(snapshot, daemons)
         self.claims: list[_Claim] = []
         self.waiting: dict[tuple[object, ...], int] = {}
         self._plans: dict[tuple[int, int, tuple[object, ...]], list[float]] = {}
@@ -548,7 +555,7 @@ class _Solver:
             ]
         return sources
 
-    def _in_flight(self, snapshot: Snapshot) -> list[_Existing]:
+    def _in_flight(self, snapshot: Snapshot, daemons: Sequence[Daemon]) -> list[_Existing]:
         """NodeClaims launched but not registered yet, as capacity that pods may wait for."""
         if not snapshot.nodeclaims:
             return []
@@ -556,7 +563,6 @@ class _Solver:
             name: {it.name: it for it in types} for name, types in snapshot.instance_types.items()
         }
         unregistered = in_flight(snapshot.nodeclaims, snapshot.nodes)
-        daemons = _daemons(snapshot)
         out = []
         for claim in sorted(unregistered, key=lambda c: c.metadata.name or ""):
             manifest = claim.to_manifest()
@@ -687,30 +693,46 @@ class _Solver:
         """
         pod = state.pod
         cpu, memory = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
-        per_host = _per_host_limits(pod, checks)
-        growing: list[_Claim] = []
-        growths: list[float] = []
+        host_limits = [(group.counts, limit) for group, limit in _per_host_limits(pod, checks)]
         shape = tuple(pod.requests.items())
+        best: _Claim | None = None
+        least = math.inf
         for claim in self.claims:
             if cpu > claim.free_cpu or memory > claim.free_memory:
                 continue
-            if cpu > claim.cheapest_cpu or memory > claim.cheapest_memory:
-                growth = claim.growths.get(shape)
-                if growth is None:
-                    growth = claim.growths[shape] = claim.growth(pod)
-                growing.append(claim)
-                growths.append(growth)
-            elif not (per_host and _host_full(claim, per_host)) and claim.try_add(
-                self, state, requirements, checks
+            if host_limits and _host_full(claim.hostname, host_limits):
+                continue
+            if (
+                cpu <= claim.cheapest_cpu
+                and memory <= claim.cheapest_memory
+                and claim.holds_cheaply(pod)
             ):
-                return claim
-        for i in sorted(range(len(growing)), key=growths.__getitem__):
-            claim = growing[i]
-            if growths[i] == math.inf:
-                break
-            if not (per_host and _host_full(claim, per_host)) and claim.try_add(
-                self, state, requirements, checks
-            ):
+                if claim.try_add(self, state, requirements, checks):
+                    return claim
+                continue
+            growth = claim.growths.get(shape)
+            if growth is None:
+                growth = claim.growths[shape] = claim.growth(pod)
+            if growth < least:
+                best, least = claim, growth
+        if best is None:
+            return None
+        if best.try_add(self, state, requirements, checks):
+            return best
+        # Rarely the least growth fails on requirements or topology: the others, least first
+        # (ties in the order they opened).
+        growing = [
+            (claim.growths[shape], claim)
+            for claim in self.claims
+            if claim is not best
+            and claim.growths.get(shape, math.inf) < math.inf
+            and cpu <= claim.free_cpu
+            and memory <= claim.free_memory
+            and not (host_limits and _host_full(claim.hostname, host_limits))
+        ]
+        growing.sort(key=lambda entry: entry[0])
+        for _, claim in growing:
+            if claim.try_add(self, state, requirements, checks):
                 return claim
         return None
 
@@ -865,10 +887,11 @@ class _Solver:
                     f"{prefix}the DaemonSets that would run on its nodes request more than any "
                     "instance type has"
                 )
+            viable = compatible & index.viable
             too_big = {
                 name: amount
                 for name, amount in pod.requests.items()
-                if amount > index.largest(name, compatible)
+                if amount > index.largest(name, viable)
             }
             wanted = _describe(too_big or pod.requests) + _describe_requirements(requirements)
             return f"{prefix}no instance type has {wanted}"
@@ -942,9 +965,10 @@ def _per_host_limits(
     return limits
 
 
-def _host_full(claim: _Claim, limits: Sequence[tuple[TopologyGroup, int]]) -> bool:
-    """Whether the NodeClaim already holds as many matching pods as a hostname group allows."""
-    return any(group.counts.get(claim.hostname, 0) > limit for group, limit in limits)
+def _host_full(hostname: str, limits: Sequence[tuple[Mapping[str, int], int]]) -> bool:
+    """Whether the host already holds as many matching pods as a hostname group allows (each
+    limit: the group's counts per host, and the most a host may hold for the pod to join)."""
+    return any(counts.get(hostname, 0) > limit for counts, limit in limits)
 
 
 def _shown(requirements: Requirements, merged: Requirements) -> str:
@@ -1004,10 +1028,13 @@ def _daemons(snapshot: Snapshot) -> list[Daemon]:
     return [Daemon(ds) for ds in snapshot.daemonsets]
 
 
-def compile_templates(snapshot: Snapshot) -> list[NodePoolTemplate]:
+def compile_templates(
+    snapshot: Snapshot, daemons: Sequence[Daemon] | None = None
+) -> list[NodePoolTemplate]:
     """The snapshot's NodePools compiled for scheduling, in the order the scheduler tries them
-    (weight, then name)."""
-    daemons = _daemons(snapshot)
+    (weight, then name); ``daemons``: the snapshot's DaemonSets, when already compiled."""
+    if daemons is None:
+        daemons = _daemons(snapshot)
     claims = in_flight(snapshot.nodeclaims, snapshot.nodes) if snapshot.nodeclaims else []
     return [
         NodePoolTemplate(
@@ -1023,10 +1050,9 @@ def compile_templates(snapshot: Snapshot) -> list[NodePoolTemplate]:
     ]
 
 
-def _existing(snapshot: Snapshot) -> list[_Existing]:
+def _existing(snapshot: Snapshot, daemons: Sequence[Daemon]) -> list[_Existing]:
     """The nodes a run may place pods on, initialized ones first, by name; deleting ones left
     out."""
-    daemons = _daemons(snapshot)
     return [
         _Existing(node, daemons)
         for node in sorted(snapshot.nodes, key=lambda n: (not n.initialized, n.name))
@@ -1039,13 +1065,14 @@ class Prepared:
     simulations): its NodePools compiled and its nodes' starting state, built once. Building
     them is most of the cost of a run that places a few pods in a large cluster."""
 
-    __slots__ = ("existing", "nodes", "snapshot", "templates")
+    __slots__ = ("daemons", "existing", "nodes", "snapshot", "templates")
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.nodes = list(snapshot.nodes)
-        self.templates = compile_templates(snapshot)
-        self.existing = _existing(snapshot)
+        self.daemons = _daemons(snapshot)
+        self.templates = compile_templates(snapshot, self.daemons)
+        self.existing = _existing(snapshot, self.daemons)
         for existing in self.existing:
             existing.shared = True
 

@@ -210,7 +210,7 @@ class NodePoolTemplate:
             for ds in daemons
             if ds.tolerates(self.taints) and ds.runs_on(self.requirements, self.allow_undefined)
         ]
-        self._daemon_overhead: dict[str, dict[str, int]] = {}
+        self._running: dict[str, list[Daemon]] = {}
         self._compatible: dict[Requirements, tuple[int, dict[int, Offering]]] = {}
         priced = []
         for it in self.instance_types:
@@ -219,8 +219,6 @@ class NodePoolTemplate:
                 priced.append((offering.price, it.name, it))
         priced.sort(key=lambda entry: entry[:2])
         types = [entry[2] for entry in priced]
-        self.prices = [entry[0] for entry in priced]
-        """The cheapest offering's price of each type, in the index's order."""
         usable = []
         for it in types:
             overhead = self.daemon_overhead(it)
@@ -230,7 +228,10 @@ class NodePoolTemplate:
             usable.append(room)
         self.index = TypeIndex(types, usable)
         self._daemon_ports = [
-            (ds.pod.host_ports, sum(1 << i for i, it in enumerate(types) if self._runs(ds, it)))
+            (
+                ds.pod.host_ports,
+                sum(1 << i for i, it in enumerate(types) if ds in self._runs_on(it)),
+            )
             for ds in self.daemons
             if ds.pod.host_ports
         ]
@@ -256,22 +257,23 @@ class NodePoolTemplate:
                     clone._consume(node.capacity, -1)
         return clone
 
-    def _runs(self, daemon: Daemon, instance_type: InstanceType) -> bool:
-        node = self.requirements.copy()
-        node.add(*instance_type.requirements.values())
-        return daemon.runs_on(node)
+    def _runs_on(self, instance_type: InstanceType) -> list[Daemon]:
+        """The DaemonSets that would run on a node of this type."""
+        running = self._running.get(instance_type.name)
+        if running is None:
+            node = self.requirements.copy()
+            node.add(*instance_type.requirements.values())
+            running = self._running[instance_type.name] = [
+                ds for ds in self.daemons if ds.runs_on(node)
+            ]
+        return running
 
     def daemon_overhead(self, instance_type: InstanceType) -> dict[str, int]:
         """Requests of the DaemonSet pods that would run on a node of this type."""
-        cached = self._daemon_overhead.get(instance_type.name)
-        if cached is not None:
-            return cached
         total: dict[str, int] = {}
-        for ds in self.daemons:
-            if self._runs(ds, instance_type):
-                for name, amount in ds.pod.requests.items():
-                    total[name] = total.get(name, 0) + amount
-        self._daemon_overhead[instance_type.name] = total
+        for ds in self._runs_on(instance_type):
+            for name, amount in ds.pod.requests.items():
+                total[name] = total.get(name, 0) + amount
         return total
 
     def daemon_port_conflicts(self, ports: Sequence[tuple[str, int, str]]) -> int:

@@ -19,7 +19,7 @@ from tests.unit.scheduling_fixtures import (
     pod_manifest,
     run,
 )
-from tests.unit.upstream_fake_catalog import SIZE, default_catalog
+from tests.unit.upstream_fake_catalog import SIZE, VENDOR_A, default_catalog
 
 CATALOG = default_catalog()
 
@@ -240,3 +240,19 @@ def test_existing_node_counts_a_daemonset_with_a_matching_second_term_and_prefer
     out = run([pod], nodes=[existing], daemonsets=[ds], catalog=CATALOG)
     assert out.where("p") != "n1"
     assert out.where("p") is not None
+
+
+def test_a_daemonset_asking_for_a_resource_a_node_lacks_leaves_the_node_usable():
+    # An existing node without the vendor-a device, and a DaemonSet that asks for one (it cannot
+    # run there): the node still takes pods, as upstream counts DaemonSet requests against an
+    # existing node only for the resources it has.
+    existing = node("n1", cpu="8", memory="16Gi")
+    manifest = pod_manifest("agent", namespace="kube-system", owner=("DaemonSet", "agent"))
+    manifest["spec"]["containers"][0]["resources"]["requests"][VENDOR_A] = "1"
+    out = run(
+        [make_pod("p", cpu="1", memory="1Gi")],
+        nodes=[existing],
+        daemonsets=[PodInfo.from_manifest(manifest)],
+        catalog=CATALOG,
+    )
+    assert out.where("p") == "n1"

@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections import Counter
 
 from karpenter_core.scheduling.snapshot import PodInfo
-from tests.unit.scheduling_fixtures import ZONE, make_pod, make_pods, pod_manifest, run
+from tests.unit.scheduling_fixtures import (
+    ZONE,
+    instance_type,
+    make_pod,
+    make_pods,
+    pod_manifest,
+    run,
+)
 from tests.unit.upstream_fake_catalog import default_catalog
 
 CATALOG = default_catalog()
@@ -77,3 +84,22 @@ def test_when_every_open_nodeclaim_must_grow_the_cheapest_growth_wins():
     assert not out.unschedulable
     assert out.where("extra") == out.where("small")
     assert Counter(c.instance_type.name for c in out.claims) == {"default-instance-type": 2}
+
+
+def test_a_nodeclaim_out_of_pod_slots_on_its_cheapest_type_must_grow():
+    # The 2 CPU type takes two pods, the 4 CPU type four. NodeClaim A (zone-a) holds two pods on
+    # the 2 CPU type with CPU to spare but no pod slot; B (zone-b) one pod with a slot left. The
+    # last pod joins B rather than growing A to the 4 CPU type.
+    catalog = [
+        instance_type("two-slots", 2, 4, 0.10, pods=2),
+        instance_type("four-slots", 4, 8, 0.20, pods=4),
+    ]
+    a1 = make_pod("a1", cpu="1200m", node_selector={ZONE: "zone-a"})
+    b1 = make_pod("b1", cpu="1", node_selector={ZONE: "zone-b"})
+    a2 = make_pod("a2", cpu="500m", node_selector={ZONE: "zone-a"})
+    last = make_pod("last", cpu="100m")
+    out = run([a1, b1, a2, last], catalog=catalog)
+    assert not out.unschedulable
+    assert out.where("a1") == out.where("a2") != out.where("b1")
+    assert out.where("last") == out.where("b1")
+    assert Counter(c.instance_type.name for c in out.claims) == {"two-slots": 2}

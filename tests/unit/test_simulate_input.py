@@ -356,3 +356,18 @@ def test_memory_column_rounds_to_binary_units(
     header, row = result.stdout.splitlines()[:2]
     assert header.split()[-1] == "MEMORY"
     assert row.split()[-1] == "1.5Gi/15.5Gi"
+
+
+def test_a_malformed_nodepool_template_is_one_line_naming_the_field(tmp_path: Path) -> None:
+    # Choosing the provider from the input's NodeClasses reads the NodePool before its checks.
+    bad = """
+    apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {name: default}
+    spec:
+      template: [1]
+    """
+    result = _simulate("-f", _write(tmp_path, bad))
+    assert result.exit_code == 1
+    assert "NodePool default: spec.template: expected a mapping, got a list" in result.output
+    assert "Traceback" not in result.output
