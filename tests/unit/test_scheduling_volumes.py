@@ -177,6 +177,38 @@ def test_volumes_with_no_common_topology_say_so():
     assert "PersistentVolumeClaim default/logs" in out.unschedulable["default/db"]
 
 
+def test_each_pod_whose_volume_conflicts_with_its_node_selector_names_its_own_claim():
+    # two replicas alike but for their claims: each reason names the pod's own claim, not the
+    # first replica's
+    pods = [
+        make_pod(f"db-{i}", claims=[f"data-{i}"], node_selector={ZONE: "zone-b"}) for i in (0, 1)
+    ]
+    out = run(
+        pods,
+        pvs=[zonal_pv(f"pv-{i}", "zone-a", claim=f"data-{i}") for i in (0, 1)],
+        pvcs=[pvc(f"data-{i}", volume=f"pv-{i}") for i in (0, 1)],
+    )
+    assert not out.claims
+    for i in (0, 1):
+        reason = out.unschedulable[f"default/db-{i}"]
+        assert reason.startswith(f"the topology of its PersistentVolumeClaims (data-{i}) conflicts")
+
+
+def test_each_replica_whose_ephemeral_volume_conflicts_names_its_own_claim():
+    # replicas of one workload share a template: each reason names its own claim <pod>-<volume>
+    pods = [
+        make_pod(f"web-{i}", ephemeral={"scratch": "zonal"}, node_selector={ZONE: "zone-b"})
+        for i in (0, 1)
+    ]
+    out = run(pods, storage_classes=[storage_class(zones=["zone-a"])])
+    assert not out.claims
+    for i in (0, 1):
+        reason = out.unschedulable[f"default/web-{i}"]
+        assert reason.startswith(
+            f"the topology of its PersistentVolumeClaims (web-{i}-scratch) conflicts"
+        )
+
+
 # --- hostname affinity of local and hostPath volumes ----------------------------------------------
 
 
