@@ -8,7 +8,9 @@ pod placed on a new node cannot keep the node its volume was on.
 
 A claim the kube-scheduler would refuse (being deleted, Lost, bound to a missing or deleted
 volume, not marked bind-completed, or unbound without a usable StorageClass that waits for the
-first consumer) makes the pod unschedulable, with a reason naming the objects. A generic
+first consumer) makes the pod unschedulable, with a reason naming the objects; so does an
+unreadable field of a claim or volume it uses, or of any StorageClass when the claim needs the
+default class (which one is the default then cannot be told). A generic
 ephemeral volume is the claim ``<pod>-<volume>``; until that claim exists its template stands in.
 """
 
@@ -38,11 +40,16 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
-def _mapping(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+def _mapping(obj: Mapping[str, Any], key: str, path: str = "") -> Mapping[str, Any]:
     value = obj.get(key)
     if value is not None and not isinstance(value, Mapping):
-        raise DecodeError(key, f"expected a mapping, got {type(value).__name__}")
+        field = f"{path}.{key}" if path else key
+        raise DecodeError(field, f"expected a mapping, got {type(value).__name__}")
     return value or {}
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapping(_meta(obj), "annotations", "metadata")
 
 
 def _string(obj: Mapping[str, Any], key: str, path: str) -> str | None:
@@ -54,12 +61,16 @@ def _string(obj: Mapping[str, Any], key: str, path: str) -> str | None:
 
 def _default_class(classes: Sequence[Mapping[str, Any]]) -> str | None:
     """The class a claim without ``storageClassName`` gets: of those annotated as default, the
-    newest, then the first by name (as Kubernetes' admission picks it)."""
-    defaults = [
-        s
-        for s in classes
-        if any((_meta(s).get("annotations") or {}).get(a) == "true" for a in _DEFAULT_CLASS)
-    ]
+    newest, then the first by name (as Kubernetes' admission picks it). Raises ``ValueError``
+    naming the StorageClass whose annotations cannot be read."""
+    defaults = []
+    for s in classes:
+        try:
+            annotations = _annotations(s)
+        except DecodeError as err:
+            raise ValueError(f"StorageClass {_meta(s).get('name')}: {err}") from None
+        if any(annotations.get(a) == "true" for a in _DEFAULT_CLASS):
+            defaults.append(s)
     if not defaults:
         return None
     newest = min(
@@ -116,7 +127,12 @@ class VolumeTopology:
         }
         self.volumes = {_meta(v).get("name"): v for v in volumes}
         self.classes = {_meta(s).get("name"): s for s in classes}
-        self.default_class = _default_class(classes)
+        self.default_class: str | None = None
+        self._no_default = "none is the default"
+        try:
+            self.default_class = _default_class(classes)
+        except ValueError as err:
+            self._no_default = f"the default cannot be told: {err}"
         self._by_volume: dict[str, Alternatives | str] = {}
         self._by_class: dict[str, Alternatives | str] = {}
 
@@ -183,7 +199,7 @@ class VolumeTopology:
         if class_name is None:
             class_name = self.default_class
             if class_name is None:
-                return f"{label} is not bound, names no StorageClass, and none is the default"
+                return f"{label} is not bound, names no StorageClass, and {self._no_default}"
         if not class_name:
             return f"{label} is not bound and its storageClassName is empty"
         return self._unbound(label, class_name)
@@ -194,7 +210,7 @@ class VolumeTopology:
             return f"{label}: PersistentVolume {volume_name} not found"
         if _meta(volume).get("deletionTimestamp"):
             return f"{label}: PersistentVolume {volume_name} is being deleted"
-        if _BIND_COMPLETED not in (_meta(claim).get("annotations") or {}):
+        if _BIND_COMPLETED not in _annotations(claim):
             return (
                 f"{label} names PersistentVolume {volume_name} but is not bound yet "
                 f"(no {_BIND_COMPLETED} annotation)"

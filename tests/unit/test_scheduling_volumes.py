@@ -506,6 +506,42 @@ def test_an_unreadable_volume_affinity_names_the_volume():
     )
 
 
+def test_an_unreadable_storage_class_annotation_names_the_class_where_the_default_is_needed():
+    # which class is the default cannot be told, so a claim that needs the default is refused;
+    # a claim naming its class, and a pod without volumes, are not affected
+    broken = storage_class("broken")
+    broken["metadata"]["annotations"] = ["storageclass.kubernetes.io/is-default-class"]
+    pods = [
+        make_pod("scratch", ephemeral={"tmp": None}),
+        make_pod("named", ephemeral={"tmp": "zonal"}),
+        make_pod("web"),
+    ]
+    out = run(pods, storage_classes=[broken, storage_class(zones=["zone-b"])])
+    assert out.unschedulable["default/scratch"] == (
+        "PersistentVolumeClaim default/scratch-tmp is not bound, names no StorageClass, and "
+        "the default cannot be told: StorageClass broken: metadata.annotations: expected a "
+        "mapping, got list"
+    )
+    assert out.domain("named", ZONE) == "zone-b"
+    assert out.where("web") is not None
+
+
+@pytest.mark.parametrize(
+    ("annotations", "got"), [("pv.kubernetes.io/bind-completed", "str"), (5, "int")]
+)
+def test_unreadable_claim_annotations_name_the_claim_and_field(annotations, got):
+    claim = pvc("data", volume="pv-1")
+    claim["metadata"]["annotations"] = annotations
+    out = run(
+        [make_pod("db", claims=["data"])],
+        pvs=[zonal_pv("pv-1", "zone-a", claim="data")],
+        pvcs=[claim],
+    )
+    assert out.unschedulable["default/db"] == (
+        f"PersistentVolumeClaim default/data: metadata.annotations: expected a mapping, got {got}"
+    )
+
+
 # --- relaxation and topology spread ---------------------------------------------------------------
 
 
@@ -678,3 +714,24 @@ def test_simulate_names_a_malformed_ephemeral_volume(tmp_path):
         "Deployment shop/web: spec.template.spec.volumes[0].ephemeral.volumeClaimTemplate.spec"
         ".storageClassName: expected a non-empty string, got a list\n"
     )
+
+
+def test_simulate_names_a_storage_class_with_unreadable_annotations(tmp_path):
+    # the claims name no class, and the default cannot be told: the pods are unschedulable with
+    # a reason naming the StorageClass and field (no traceback)
+    broken = (
+        "---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\n"
+        "metadata: {name: broken, annotations: [x]}\nprovisioner: ebs.csi.aws.com\n"
+    )
+    result = _simulate(tmp_path, SIMULATED % "null" + broken)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert not out["nodeclaims"]
+    reason = (
+        "PersistentVolumeClaim shop/web-{}-scratch is not bound, names no StorageClass, and "
+        "the default cannot be told: StorageClass broken: metadata.annotations: expected a "
+        "mapping, got list"
+    )
+    assert out["unschedulable"] == [
+        {"pod": f"shop/web-{i}", "reason": reason.format(i)} for i in (0, 1)
+    ]
