@@ -33,19 +33,28 @@ _DEFAULT_CLASS = (
     "storageclass.beta.kubernetes.io/is-default-class",
 )
 _BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
-_UNREADABLE = (RequirementError, KeyError, TypeError, AttributeError, ValueError)
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
-def _mapping(obj: Mapping[str, Any], key: str, path: str = "") -> Mapping[str, Any]:
-    value = obj.get(key)
+def _as_mapping(value: Any, path: str) -> Mapping[str, Any]:
     if value is not None and not isinstance(value, Mapping):
-        field = f"{path}.{key}" if path else key
-        raise DecodeError(field, f"expected a mapping, got {type(value).__name__}")
+        raise DecodeError(path, f"expected a mapping, got {type(value).__name__}")
     return value or {}
+
+
+def _mapping(obj: Mapping[str, Any], key: str, path: str = "") -> Mapping[str, Any]:
+    return _as_mapping(obj.get(key), f"{path}.{key}" if path else key)
+
+
+def _list(obj: Mapping[str, Any], key: str, path: str = "") -> Sequence[Any]:
+    value = obj.get(key)
+    if value is not None and not isinstance(value, list):
+        field = f"{path}.{key}" if path else key
+        raise DecodeError(field, f"expected a list, got {type(value).__name__}")
+    return value or ()
 
 
 def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -57,6 +66,27 @@ def _string(obj: Mapping[str, Any], key: str, path: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise DecodeError(f"{path}.{key}", f"expected a string, got {type(value).__name__}")
     return value
+
+
+def _requirement(expression: Any, path: str, operator: str | None = None) -> Requirement:
+    """A node selector requirement at ``path``; a topology label expression has no operator of
+    its own (``operator`` gives it)."""
+    expression = _as_mapping(expression, path)
+    key, operator = expression.get("key"), operator or expression.get("operator")
+    for name, value in (("key", key), ("operator", operator)):
+        if not isinstance(value, str):
+            problem = f"expected a string, got {type(value).__name__}" if value is not None else ""
+            raise DecodeError(f"{path}.{name}", problem or "missing")
+    values = _list(expression, "values", path)
+    for index, value in enumerate(values):
+        if not isinstance(value, str):
+            raise DecodeError(
+                f"{path}.values[{index}]", f"expected a string, got {type(value).__name__}"
+            )
+    try:
+        return Requirement.new(key, operator, values)
+    except RequirementError as err:
+        raise DecodeError(path, str(err)) from None
 
 
 def _default_class(classes: Sequence[Mapping[str, Any]]) -> str | None:
@@ -82,28 +112,33 @@ def _default_class(classes: Sequence[Mapping[str, Any]]) -> str | None:
 
 def _volume_alternatives(volume: Mapping[str, Any]) -> Alternatives:
     """One alternative per required nodeSelectorTerm of a PersistentVolume; a term of a local or
-    hostPath volume that only names hostnames allows anywhere."""
-    spec = volume.get("spec") or {}
-    required = (spec.get("nodeAffinity") or {}).get("required") or {}
+    hostPath volume that only names hostnames allows anywhere. Raises ``DecodeError``."""
+    spec = _mapping(volume, "spec")
+    path = "spec.nodeAffinity.required"
+    required = _mapping(_mapping(spec, "nodeAffinity", "spec"), "required", "spec.nodeAffinity")
     local = spec.get("local") is not None or spec.get("hostPath") is not None
     out = []
-    for term in required.get("nodeSelectorTerms") or ():
-        expressions = term.get("matchExpressions") or ()
-        kept = [e for e in expressions if not (local and e.get("key") == wk.HOSTNAME)]
-        if kept or expressions:
-            out.append(Requirements.from_node_selector(kept))
+    for i, term in enumerate(_list(required, "nodeSelectorTerms", path)):
+        at = f"{path}.nodeSelectorTerms[{i}]"
+        expressions = _list(_as_mapping(term, at), "matchExpressions", at)
+        terms = [_requirement(e, f"{at}.matchExpressions[{j}]") for j, e in enumerate(expressions)]
+        kept = [r for r in terms if not (local and r.key == wk.HOSTNAME)]
+        if kept or terms:
+            out.append(Requirements(kept))
     return tuple(dict.fromkeys(out))
 
 
 def _class_alternatives(storage_class: Mapping[str, Any]) -> Alternatives:
-    """One alternative per allowedTopologies term of a StorageClass."""
+    """One alternative per allowedTopologies term of a StorageClass. Raises ``DecodeError``."""
     out = []
-    for term in storage_class.get("allowedTopologies") or ():
-        expressions = term.get("matchLabelExpressions") or ()
+    for i, term in enumerate(_list(storage_class, "allowedTopologies")):
+        at = f"allowedTopologies[{i}]"
+        expressions = _list(_as_mapping(term, at), "matchLabelExpressions", at)
         if expressions:
             out.append(
                 Requirements(
-                    Requirement.new(str(e["key"]), "In", e.get("values") or ()) for e in expressions
+                    _requirement(e, f"{at}.matchLabelExpressions[{j}]", "In")
+                    for j, e in enumerate(expressions)
                 )
             )
     return tuple(dict.fromkeys(out))
@@ -219,8 +254,8 @@ class VolumeTopology:
         if found is None:
             try:
                 found = _volume_alternatives(volume)
-            except _UNREADABLE as err:
-                found = f"PersistentVolume {volume_name}: unreadable spec.nodeAffinity ({err})"
+            except DecodeError as err:
+                found = f"PersistentVolume {volume_name}: {err}"
             self._by_volume[volume_name] = found
         return found if not isinstance(found, str) else f"{label}: {found}"
 
@@ -238,5 +273,5 @@ class VolumeTopology:
             return f"StorageClass {name} binds volumes immediately"
         try:
             return _class_alternatives(storage_class)
-        except _UNREADABLE as err:
-            return f"StorageClass {name}: unreadable allowedTopologies ({err})"
+        except DecodeError as err:
+            return f"StorageClass {name}: {err}"

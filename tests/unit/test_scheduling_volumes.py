@@ -495,15 +495,83 @@ def test_an_unreadable_claim_names_the_claim_and_field():
     )
 
 
-def test_an_unreadable_volume_affinity_names_the_volume():
-    volume = zonal_pv("pv-1", "zone-a", claim="data")
-    volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0][
-        "operator"
-    ] = "Within"
-    out = run([make_pod("db", claims=["data"])], pvs=[volume], pvcs=[pvc("data", volume="pv-1")])
-    assert out.unschedulable["default/db"].startswith(
-        "PersistentVolumeClaim default/data: PersistentVolume pv-1: unreadable spec.nodeAffinity"
+def replaced(obj: Mapping[str, Any], path: Sequence[str | int], value: Any) -> dict[str, Any]:
+    """A deep copy of ``obj`` with the item at ``path`` (keys and list indexes) set to ``value``."""
+    out = cast(dict[str, Any], copy.deepcopy(obj))
+    target: Any = out
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    return out
+
+
+TERMS = ("spec", "nodeAffinity", "required", "nodeSelectorTerms")
+AT_TERMS = ".".join(TERMS)
+EXPRESSION = (*TERMS, 0, "matchExpressions", 0)
+AT_EXPRESSION = f"{AT_TERMS}[0].matchExpressions[0]"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        (("spec",), [1], "spec: expected a mapping, got list"),
+        (TERMS[:2], [], "spec.nodeAffinity: expected a mapping, got list"),
+        (TERMS[:3], "x", "spec.nodeAffinity.required: expected a mapping, got str"),
+        (TERMS, {}, f"{AT_TERMS}: expected a list, got dict"),
+        ((*TERMS, 0), "x", f"{AT_TERMS}[0]: expected a mapping, got str"),
+        (
+            (*TERMS, 0, "matchExpressions"),
+            "x",
+            f"{AT_TERMS}[0].matchExpressions: expected a list, got str",
+        ),
+        (EXPRESSION, "x", f"{AT_EXPRESSION}: expected a mapping, got str"),
+        ((*EXPRESSION, "operator"), None, f"{AT_EXPRESSION}.operator: missing"),
+        ((*EXPRESSION, "operator"), "Within", f"{AT_EXPRESSION}: unknown operator 'Within'"),
+        ((*EXPRESSION, "values"), "zone-a", f"{AT_EXPRESSION}.values: expected a list, got str"),
+        ((*EXPRESSION, "values", 0), 1, f"{AT_EXPRESSION}.values[0]: expected a string, got int"),
+    ],
+)
+def test_an_unreadable_volume_affinity_names_the_volume_and_field(path, value, reason):
+    # the pod using the volume is refused with the field at fault; other pods are placed
+    volume = replaced(zonal_pv("pv-1", "zone-a", claim="data"), path, value)
+    out = run(
+        [make_pod("db", claims=["data"]), make_pod("web")],
+        pvs=[volume],
+        pvcs=[pvc("data", volume="pv-1")],
     )
+    assert out.unschedulable["default/db"].startswith(
+        f"PersistentVolumeClaim default/data: PersistentVolume pv-1: {reason}"
+    )
+    assert out.where("web") is not None
+
+
+TOPOLOGY = ("allowedTopologies", 0, "matchLabelExpressions", 0)
+AT_TOPOLOGY = "allowedTopologies[0].matchLabelExpressions[0]"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        (TOPOLOGY[:1], {}, "allowedTopologies: expected a list, got dict"),
+        (TOPOLOGY[:2], "x", "allowedTopologies[0]: expected a mapping, got str"),
+        (TOPOLOGY[:3], "x", "allowedTopologies[0].matchLabelExpressions: expected a list, got str"),
+        (TOPOLOGY, "x", f"{AT_TOPOLOGY}: expected a mapping, got str"),
+        ((*TOPOLOGY, "key"), None, f"{AT_TOPOLOGY}.key: missing"),
+        ((*TOPOLOGY, "key"), 1, f"{AT_TOPOLOGY}.key: expected a string, got int"),
+        ((*TOPOLOGY, "values"), "zone-a", f"{AT_TOPOLOGY}.values: expected a list, got str"),
+    ],
+)
+def test_unreadable_allowed_topologies_name_the_storage_class_and_field(path, value, reason):
+    storage = replaced(storage_class(zones=["zone-a"]), path, value)
+    out = run(
+        [make_pod("db", claims=["data"]), make_pod("web")],
+        pvcs=[pvc("data")],
+        storage_classes=[storage],
+    )
+    assert out.unschedulable["default/db"] == (
+        f"PersistentVolumeClaim default/data is not bound yet: StorageClass zonal: {reason}"
+    )
+    assert out.where("web") is not None
 
 
 def test_an_unreadable_storage_class_annotation_names_the_class_where_the_default_is_needed():
@@ -731,6 +799,21 @@ def test_simulate_names_a_storage_class_with_unreadable_annotations(tmp_path):
         "PersistentVolumeClaim shop/web-{}-scratch is not bound, names no StorageClass, and "
         "the default cannot be told: StorageClass broken: metadata.annotations: expected a "
         "mapping, got list"
+    )
+    assert out["unschedulable"] == [
+        {"pod": f"shop/web-{i}", "reason": reason.format(i)} for i in (0, 1)
+    ]
+
+
+def test_simulate_names_a_storage_class_with_unreadable_allowed_topologies(tmp_path):
+    text = (SIMULATED % "zonal").replace("values: [test-zone-c]", "values: test-zone-c")
+    result = _simulate(tmp_path, text)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert not out["nodeclaims"]
+    reason = (
+        "PersistentVolumeClaim shop/web-{}-scratch is not bound yet: StorageClass zonal: "
+        "allowedTopologies[0].matchLabelExpressions[0].values: expected a list, got str"
     )
     assert out["unschedulable"] == [
         {"pod": f"shop/web-{i}", "reason": reason.format(i)} for i in (0, 1)
