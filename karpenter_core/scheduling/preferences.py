@@ -160,8 +160,9 @@ class PodState:
 
     def node_options(self) -> list[Requirements] | str:
         """What the pod's node must satisfy: ``requirements()`` joined with each volume
-        alternative it intersects, in order (a node takes the first that fits); or why no
-        alternative can be met."""
+        alternative it intersects, in order (a node takes the first that fits); or, when no
+        alternative can be met, the last conflict (naming requirements only, not the pod's
+        claims, so pods with equal requirements share it; ``volume_conflict`` explains it)."""
         requirements = self.requirements()
         if not self.volume_requirements:
             return [requirements]
@@ -172,8 +173,10 @@ class PodState:
                 joined = requirements.copy()
                 joined.add(*alternative.values())
                 options.append(joined)
-        if options:
-            return options
+        return options or conflict
+
+    def volume_conflict(self, conflict: str) -> str:
+        """Why the pod cannot run: ``conflict`` (from ``node_options``) with its own claims."""
         pod = self.pod
         claims = [
             *pod.volume_claims,

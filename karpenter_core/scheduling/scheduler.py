@@ -640,10 +640,11 @@ class _Solver:
         cached = self._requirements.get(key)
         if cached is None:
             cached = self._requirements[key] = (state.node_options(), state.required())
-        # ``requirements``: the node requirements to meet, one set per volume alternative.
+        # ``requirements``: the node requirements to meet, one set per volume alternative; or
+        # the conflict that leaves none (shared by the signature, so named per pod here).
         requirements, required = cached
         if isinstance(requirements, str):
-            return requirements
+            return state.volume_conflict(requirements)
         self._required = required
         owned = state.groups(self.topology, required) if self.topology_possible(state) else []
         checks = [g for g in owned if g.kind != INVERSE]

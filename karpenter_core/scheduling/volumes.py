@@ -8,7 +8,9 @@ pod placed on a new node cannot keep the node its volume was on.
 
 A claim the kube-scheduler would refuse (being deleted, Lost, bound to a missing or deleted
 volume, not marked bind-completed, or unbound without a usable StorageClass that waits for the
-first consumer) makes the pod unschedulable, with a reason naming the objects. A generic
+first consumer) makes the pod unschedulable, with a reason naming the objects; so does an
+unreadable field of a claim or volume it uses, or of any StorageClass when the claim needs the
+default class (which one is the default then cannot be told). A generic
 ephemeral volume is the claim ``<pod>-<volume>``; until that claim exists its template stands in.
 """
 
@@ -31,18 +33,32 @@ _DEFAULT_CLASS = (
     "storageclass.beta.kubernetes.io/is-default-class",
 )
 _BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
-_UNREADABLE = (RequirementError, KeyError, TypeError, AttributeError, ValueError)
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
-def _mapping(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = obj.get(key)
+def _as_mapping(value: Any, path: str) -> Mapping[str, Any]:
     if value is not None and not isinstance(value, Mapping):
-        raise DecodeError(key, f"expected a mapping, got {type(value).__name__}")
+        raise DecodeError(path, f"expected a mapping, got {type(value).__name__}")
     return value or {}
+
+
+def _mapping(obj: Mapping[str, Any], key: str, path: str = "") -> Mapping[str, Any]:
+    return _as_mapping(obj.get(key), f"{path}.{key}" if path else key)
+
+
+def _list(obj: Mapping[str, Any], key: str, path: str = "") -> Sequence[Any]:
+    value = obj.get(key)
+    if value is not None and not isinstance(value, list):
+        field = f"{path}.{key}" if path else key
+        raise DecodeError(field, f"expected a list, got {type(value).__name__}")
+    return value or ()
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapping(_meta(obj), "annotations", "metadata")
 
 
 def _string(obj: Mapping[str, Any], key: str, path: str) -> str | None:
@@ -52,14 +68,39 @@ def _string(obj: Mapping[str, Any], key: str, path: str) -> str | None:
     return value
 
 
+def _requirement(expression: Any, path: str, operator: str | None = None) -> Requirement:
+    """A node selector requirement at ``path``; a topology label expression has no operator of
+    its own (``operator`` gives it)."""
+    expression = _as_mapping(expression, path)
+    key, operator = expression.get("key"), operator or expression.get("operator")
+    for name, value in (("key", key), ("operator", operator)):
+        if not isinstance(value, str):
+            problem = f"expected a string, got {type(value).__name__}" if value is not None else ""
+            raise DecodeError(f"{path}.{name}", problem or "missing")
+    values = _list(expression, "values", path)
+    for index, value in enumerate(values):
+        if not isinstance(value, str):
+            raise DecodeError(
+                f"{path}.values[{index}]", f"expected a string, got {type(value).__name__}"
+            )
+    try:
+        return Requirement.new(key, operator, values)
+    except RequirementError as err:
+        raise DecodeError(path, str(err)) from None
+
+
 def _default_class(classes: Sequence[Mapping[str, Any]]) -> str | None:
     """The class a claim without ``storageClassName`` gets: of those annotated as default, the
-    newest, then the first by name (as Kubernetes' admission picks it)."""
-    defaults = [
-        s
-        for s in classes
-        if any((_meta(s).get("annotations") or {}).get(a) == "true" for a in _DEFAULT_CLASS)
-    ]
+    newest, then the first by name (as Kubernetes' admission picks it). Raises ``ValueError``
+    naming the StorageClass whose annotations cannot be read."""
+    defaults = []
+    for s in classes:
+        try:
+            annotations = _annotations(s)
+        except DecodeError as err:
+            raise ValueError(f"StorageClass {_meta(s).get('name')}: {err}") from None
+        if any(annotations.get(a) == "true" for a in _DEFAULT_CLASS):
+            defaults.append(s)
     if not defaults:
         return None
     newest = min(
@@ -71,28 +112,33 @@ def _default_class(classes: Sequence[Mapping[str, Any]]) -> str | None:
 
 def _volume_alternatives(volume: Mapping[str, Any]) -> Alternatives:
     """One alternative per required nodeSelectorTerm of a PersistentVolume; a term of a local or
-    hostPath volume that only names hostnames allows anywhere."""
-    spec = volume.get("spec") or {}
-    required = (spec.get("nodeAffinity") or {}).get("required") or {}
+    hostPath volume that only names hostnames allows anywhere. Raises ``DecodeError``."""
+    spec = _mapping(volume, "spec")
+    path = "spec.nodeAffinity.required"
+    required = _mapping(_mapping(spec, "nodeAffinity", "spec"), "required", "spec.nodeAffinity")
     local = spec.get("local") is not None or spec.get("hostPath") is not None
     out = []
-    for term in required.get("nodeSelectorTerms") or ():
-        expressions = term.get("matchExpressions") or ()
-        kept = [e for e in expressions if not (local and e.get("key") == wk.HOSTNAME)]
-        if kept or expressions:
-            out.append(Requirements.from_node_selector(kept))
+    for i, term in enumerate(_list(required, "nodeSelectorTerms", path)):
+        at = f"{path}.nodeSelectorTerms[{i}]"
+        expressions = _list(_as_mapping(term, at), "matchExpressions", at)
+        terms = [_requirement(e, f"{at}.matchExpressions[{j}]") for j, e in enumerate(expressions)]
+        kept = [r for r in terms if not (local and r.key == wk.HOSTNAME)]
+        if kept or terms:
+            out.append(Requirements(kept))
     return tuple(dict.fromkeys(out))
 
 
 def _class_alternatives(storage_class: Mapping[str, Any]) -> Alternatives:
-    """One alternative per allowedTopologies term of a StorageClass."""
+    """One alternative per allowedTopologies term of a StorageClass. Raises ``DecodeError``."""
     out = []
-    for term in storage_class.get("allowedTopologies") or ():
-        expressions = term.get("matchLabelExpressions") or ()
+    for i, term in enumerate(_list(storage_class, "allowedTopologies")):
+        at = f"allowedTopologies[{i}]"
+        expressions = _list(_as_mapping(term, at), "matchLabelExpressions", at)
         if expressions:
             out.append(
                 Requirements(
-                    Requirement.new(str(e["key"]), "In", e.get("values") or ()) for e in expressions
+                    _requirement(e, f"{at}.matchLabelExpressions[{j}]", "In")
+                    for j, e in enumerate(expressions)
                 )
             )
     return tuple(dict.fromkeys(out))
@@ -116,7 +162,12 @@ class VolumeTopology:
         }
         self.volumes = {_meta(v).get("name"): v for v in volumes}
         self.classes = {_meta(s).get("name"): s for s in classes}
-        self.default_class = _default_class(classes)
+        self.default_class: str | None = None
+        self._no_default = "none is the default"
+        try:
+            self.default_class = _default_class(classes)
+        except ValueError as err:
+            self._no_default = f"the default cannot be told: {err}"
         self._by_volume: dict[str, Alternatives | str] = {}
         self._by_class: dict[str, Alternatives | str] = {}
 
@@ -183,7 +234,7 @@ class VolumeTopology:
         if class_name is None:
             class_name = self.default_class
             if class_name is None:
-                return f"{label} is not bound, names no StorageClass, and none is the default"
+                return f"{label} is not bound, names no StorageClass, and {self._no_default}"
         if not class_name:
             return f"{label} is not bound and its storageClassName is empty"
         return self._unbound(label, class_name)
@@ -194,7 +245,7 @@ class VolumeTopology:
             return f"{label}: PersistentVolume {volume_name} not found"
         if _meta(volume).get("deletionTimestamp"):
             return f"{label}: PersistentVolume {volume_name} is being deleted"
-        if _BIND_COMPLETED not in (_meta(claim).get("annotations") or {}):
+        if _BIND_COMPLETED not in _annotations(claim):
             return (
                 f"{label} names PersistentVolume {volume_name} but is not bound yet "
                 f"(no {_BIND_COMPLETED} annotation)"
@@ -203,8 +254,8 @@ class VolumeTopology:
         if found is None:
             try:
                 found = _volume_alternatives(volume)
-            except _UNREADABLE as err:
-                found = f"PersistentVolume {volume_name}: unreadable spec.nodeAffinity ({err})"
+            except DecodeError as err:
+                found = f"PersistentVolume {volume_name}: {err}"
             self._by_volume[volume_name] = found
         return found if not isinstance(found, str) else f"{label}: {found}"
 
@@ -222,5 +273,5 @@ class VolumeTopology:
             return f"StorageClass {name} binds volumes immediately"
         try:
             return _class_alternatives(storage_class)
-        except _UNREADABLE as err:
-            return f"StorageClass {name}: unreadable allowedTopologies ({err})"
+        except DecodeError as err:
+            return f"StorageClass {name}: {err}"

@@ -177,6 +177,38 @@ def test_volumes_with_no_common_topology_say_so():
     assert "PersistentVolumeClaim default/logs" in out.unschedulable["default/db"]
 
 
+def test_each_pod_whose_volume_conflicts_with_its_node_selector_names_its_own_claim():
+    # two replicas alike but for their claims: each reason names the pod's own claim, not the
+    # first replica's
+    pods = [
+        make_pod(f"db-{i}", claims=[f"data-{i}"], node_selector={ZONE: "zone-b"}) for i in (0, 1)
+    ]
+    out = run(
+        pods,
+        pvs=[zonal_pv(f"pv-{i}", "zone-a", claim=f"data-{i}") for i in (0, 1)],
+        pvcs=[pvc(f"data-{i}", volume=f"pv-{i}") for i in (0, 1)],
+    )
+    assert not out.claims
+    for i in (0, 1):
+        reason = out.unschedulable[f"default/db-{i}"]
+        assert reason.startswith(f"the topology of its PersistentVolumeClaims (data-{i}) conflicts")
+
+
+def test_each_replica_whose_ephemeral_volume_conflicts_names_its_own_claim():
+    # replicas of one workload share a template: each reason names its own claim <pod>-<volume>
+    pods = [
+        make_pod(f"web-{i}", ephemeral={"scratch": "zonal"}, node_selector={ZONE: "zone-b"})
+        for i in (0, 1)
+    ]
+    out = run(pods, storage_classes=[storage_class(zones=["zone-a"])])
+    assert not out.claims
+    for i in (0, 1):
+        reason = out.unschedulable[f"default/web-{i}"]
+        assert reason.startswith(
+            f"the topology of its PersistentVolumeClaims (web-{i}-scratch) conflicts"
+        )
+
+
 # --- hostname affinity of local and hostPath volumes ----------------------------------------------
 
 
@@ -463,14 +495,118 @@ def test_an_unreadable_claim_names_the_claim_and_field():
     )
 
 
-def test_an_unreadable_volume_affinity_names_the_volume():
-    volume = zonal_pv("pv-1", "zone-a", claim="data")
-    volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0][
-        "operator"
-    ] = "Within"
-    out = run([make_pod("db", claims=["data"])], pvs=[volume], pvcs=[pvc("data", volume="pv-1")])
+def replaced(obj: Mapping[str, Any], path: Sequence[str | int], value: Any) -> dict[str, Any]:
+    """A deep copy of ``obj`` with the item at ``path`` (keys and list indexes) set to ``value``."""
+    out = cast(dict[str, Any], copy.deepcopy(obj))
+    target: Any = out
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    return out
+
+
+TERMS = ("spec", "nodeAffinity", "required", "nodeSelectorTerms")
+AT_TERMS = ".".join(TERMS)
+EXPRESSION = (*TERMS, 0, "matchExpressions", 0)
+AT_EXPRESSION = f"{AT_TERMS}[0].matchExpressions[0]"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        (("spec",), [1], "spec: expected a mapping, got list"),
+        (TERMS[:2], [], "spec.nodeAffinity: expected a mapping, got list"),
+        (TERMS[:3], "x", "spec.nodeAffinity.required: expected a mapping, got str"),
+        (TERMS, {}, f"{AT_TERMS}: expected a list, got dict"),
+        ((*TERMS, 0), "x", f"{AT_TERMS}[0]: expected a mapping, got str"),
+        (
+            (*TERMS, 0, "matchExpressions"),
+            "x",
+            f"{AT_TERMS}[0].matchExpressions: expected a list, got str",
+        ),
+        (EXPRESSION, "x", f"{AT_EXPRESSION}: expected a mapping, got str"),
+        ((*EXPRESSION, "operator"), None, f"{AT_EXPRESSION}.operator: missing"),
+        ((*EXPRESSION, "operator"), "Within", f"{AT_EXPRESSION}: unknown operator 'Within'"),
+        ((*EXPRESSION, "values"), "zone-a", f"{AT_EXPRESSION}.values: expected a list, got str"),
+        ((*EXPRESSION, "values", 0), 1, f"{AT_EXPRESSION}.values[0]: expected a string, got int"),
+    ],
+)
+def test_an_unreadable_volume_affinity_names_the_volume_and_field(path, value, reason):
+    # the pod using the volume is refused with the field at fault; other pods are placed
+    volume = replaced(zonal_pv("pv-1", "zone-a", claim="data"), path, value)
+    out = run(
+        [make_pod("db", claims=["data"]), make_pod("web")],
+        pvs=[volume],
+        pvcs=[pvc("data", volume="pv-1")],
+    )
     assert out.unschedulable["default/db"].startswith(
-        "PersistentVolumeClaim default/data: PersistentVolume pv-1: unreadable spec.nodeAffinity"
+        f"PersistentVolumeClaim default/data: PersistentVolume pv-1: {reason}"
+    )
+    assert out.where("web") is not None
+
+
+TOPOLOGY = ("allowedTopologies", 0, "matchLabelExpressions", 0)
+AT_TOPOLOGY = "allowedTopologies[0].matchLabelExpressions[0]"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        (TOPOLOGY[:1], {}, "allowedTopologies: expected a list, got dict"),
+        (TOPOLOGY[:2], "x", "allowedTopologies[0]: expected a mapping, got str"),
+        (TOPOLOGY[:3], "x", "allowedTopologies[0].matchLabelExpressions: expected a list, got str"),
+        (TOPOLOGY, "x", f"{AT_TOPOLOGY}: expected a mapping, got str"),
+        ((*TOPOLOGY, "key"), None, f"{AT_TOPOLOGY}.key: missing"),
+        ((*TOPOLOGY, "key"), 1, f"{AT_TOPOLOGY}.key: expected a string, got int"),
+        ((*TOPOLOGY, "values"), "zone-a", f"{AT_TOPOLOGY}.values: expected a list, got str"),
+    ],
+)
+def test_unreadable_allowed_topologies_name_the_storage_class_and_field(path, value, reason):
+    storage = replaced(storage_class(zones=["zone-a"]), path, value)
+    out = run(
+        [make_pod("db", claims=["data"]), make_pod("web")],
+        pvcs=[pvc("data")],
+        storage_classes=[storage],
+    )
+    assert out.unschedulable["default/db"] == (
+        f"PersistentVolumeClaim default/data is not bound yet: StorageClass zonal: {reason}"
+    )
+    assert out.where("web") is not None
+
+
+def test_an_unreadable_storage_class_annotation_names_the_class_where_the_default_is_needed():
+    # which class is the default cannot be told, so a claim that needs the default is refused;
+    # a claim naming its class, and a pod without volumes, are not affected
+    broken = storage_class("broken")
+    broken["metadata"]["annotations"] = ["storageclass.kubernetes.io/is-default-class"]
+    pods = [
+        make_pod("scratch", ephemeral={"tmp": None}),
+        make_pod("named", ephemeral={"tmp": "zonal"}),
+        make_pod("web"),
+    ]
+    out = run(pods, storage_classes=[broken, storage_class(zones=["zone-b"])])
+    assert out.unschedulable["default/scratch"] == (
+        "PersistentVolumeClaim default/scratch-tmp is not bound, names no StorageClass, and "
+        "the default cannot be told: StorageClass broken: metadata.annotations: expected a "
+        "mapping, got list"
+    )
+    assert out.domain("named", ZONE) == "zone-b"
+    assert out.where("web") is not None
+
+
+@pytest.mark.parametrize(
+    ("annotations", "got"), [("pv.kubernetes.io/bind-completed", "str"), (5, "int")]
+)
+def test_unreadable_claim_annotations_name_the_claim_and_field(annotations, got):
+    claim = pvc("data", volume="pv-1")
+    claim["metadata"]["annotations"] = annotations
+    out = run(
+        [make_pod("db", claims=["data"])],
+        pvs=[zonal_pv("pv-1", "zone-a", claim="data")],
+        pvcs=[claim],
+    )
+    assert out.unschedulable["default/db"] == (
+        f"PersistentVolumeClaim default/data: metadata.annotations: expected a mapping, got {got}"
     )
 
 
@@ -646,3 +782,39 @@ def test_simulate_names_a_malformed_ephemeral_volume(tmp_path):
         "Deployment shop/web: spec.template.spec.volumes[0].ephemeral.volumeClaimTemplate.spec"
         ".storageClassName: expected a non-empty string, got a list\n"
     )
+
+
+def test_simulate_names_a_storage_class_with_unreadable_annotations(tmp_path):
+    # the claims name no class, and the default cannot be told: the pods are unschedulable with
+    # a reason naming the StorageClass and field (no traceback)
+    broken = (
+        "---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\n"
+        "metadata: {name: broken, annotations: [x]}\nprovisioner: ebs.csi.aws.com\n"
+    )
+    result = _simulate(tmp_path, SIMULATED % "null" + broken)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert not out["nodeclaims"]
+    reason = (
+        "PersistentVolumeClaim shop/web-{}-scratch is not bound, names no StorageClass, and "
+        "the default cannot be told: StorageClass broken: metadata.annotations: expected a "
+        "mapping, got list"
+    )
+    assert out["unschedulable"] == [
+        {"pod": f"shop/web-{i}", "reason": reason.format(i)} for i in (0, 1)
+    ]
+
+
+def test_simulate_names_a_storage_class_with_unreadable_allowed_topologies(tmp_path):
+    text = (SIMULATED % "zonal").replace("values: [test-zone-c]", "values: test-zone-c")
+    result = _simulate(tmp_path, text)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert not out["nodeclaims"]
+    reason = (
+        "PersistentVolumeClaim shop/web-{}-scratch is not bound yet: StorageClass zonal: "
+        "allowedTopologies[0].matchLabelExpressions[0].values: expected a list, got str"
+    )
+    assert out["unschedulable"] == [
+        {"pod": f"shop/web-{i}", "reason": reason.format(i)} for i in (0, 1)
+    ]
