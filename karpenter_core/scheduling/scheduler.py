@@ -694,14 +694,14 @@ class _Solver:
         """
         pod = state.pod
         cpu, memory = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
-        host_limits = [(group.counts, limit) for group, limit in _per_host_limits(pod, checks)]
+        full = _full_hosts(pod, checks)
         shape = tuple(pod.requests.items())
         best: _Claim | None = None
         least = math.inf
         for claim in self.claims:
             if cpu > claim.free_cpu or memory > claim.free_memory:
                 continue
-            if host_limits and _host_full(claim.hostname, host_limits):
+            if full and claim.hostname in full:
                 continue
             if (
                 cpu <= claim.cheapest_cpu
@@ -729,7 +729,7 @@ class _Solver:
             and claim.growths.get(shape, math.inf) < math.inf
             and cpu <= claim.free_cpu
             and memory <= claim.free_memory
-            and not (host_limits and _host_full(claim.hostname, host_limits))
+            and not (full and claim.hostname in full)
         ]
         growing.sort(key=lambda entry: entry[0])
         for _, claim in growing:
@@ -966,10 +966,15 @@ def _per_host_limits(
     return limits
 
 
-def _host_full(hostname: str, limits: Sequence[tuple[Mapping[str, int], int]]) -> bool:
-    """Whether the host already holds as many matching pods as a hostname group allows (each
-    limit: the group's counts per host, and the most a host may hold for the pod to join)."""
-    return any(counts.get(hostname, 0) > limit for counts, limit in limits)
+def _full_hosts(pod: PodInfo, groups: Sequence[TopologyGroup]) -> frozenset[str]:
+    """The hosts that already hold as many pods matching a hostname group of ``pod`` as the
+    group allows for ``pod`` to join."""
+    return frozenset(
+        host
+        for group, limit in _per_host_limits(pod, groups)
+        for host, count in group.counts.items()
+        if count > limit
+    )
 
 
 def _shown(requirements: Requirements, merged: Requirements) -> str:
