@@ -41,8 +41,11 @@ def converters() -> list[NodeClassConverter]:
 def _owner(obj: Mapping[str, Any]) -> tuple[ProviderRecord, type[BaseModel]] | None:
     """The provider whose NodeClass kind ``obj`` is (or a NodePool's nodeClassRef names)."""
     if obj.get("kind") == "NodePool":
-        spec = obj.get("spec") or {}
-        ref = ((spec.get("template") or {}).get("spec") or {}).get("nodeClassRef") or {}
+        ref: Any = obj
+        for key in ("spec", "template", "spec", "nodeClassRef"):
+            ref = ref.get(key) if isinstance(ref, Mapping) else None
+        if not isinstance(ref, Mapping):  # validating the output reports it
+            return None
         group, kind = ref.get("group"), ref.get("kind")
     else:
         group, kind = str(obj.get("apiVersion") or "").rpartition("/")[0], obj.get("kind")
@@ -68,11 +71,18 @@ def _check_output(result: Conversion, region: str | None) -> None:
             decoded = model.model_validate(converted.obj)
         except ValidationError as err:
             problem = from_validation_error(err)
+            if converted.placeholder:  # not in the input: the finding names the output object
+                about, where = _about(converted), problem.field
+                written = f", written for {converted.source},"
+            else:
+                about, where = converted.source, input_field(converted.source, problem.field)
+                written = ""
             result.findings.append(
                 Finding(
-                    converted.source,
-                    input_field(converted.source, problem.field),
-                    f"the output {converted.obj.get('kind')} does not validate: {problem.message}",
+                    about,
+                    where,
+                    f"the output {converted.obj.get('kind')}{written} does not validate: "
+                    f"{problem.message}",
                 )
             )
             continue
@@ -135,18 +145,26 @@ def _offline(
     return cloud
 
 
+def _about(converted: Converted) -> str:
+    """The object findings about ``converted`` name: its input object, or for a placeholder
+    (which is in no input) itself."""
+    return describe(converted.obj) if converted.placeholder else converted.source
+
+
 def _render_yaml(result: Conversion) -> str:
     by_source: dict[str, list[Finding]] = {}
     for finding in result.findings:
         by_source.setdefault(finding.object, []).append(finding)
     parts = []
     for converted in result.objects:
-        lines = []
-        if not converted.placeholder:  # a placeholder's comments say whom it was written for
-            lines.append(f"# from {converted.source}")
-            for finding in by_source.get(converted.source, ()):
-                lines.append("# " + finding.line().replace(f"{converted.source}: ", "", 1))
-        lines.extend(f"# {comment}" for comment in converted.comments)
+        about = _about(converted)
+        comments = [f"# {comment}" for comment in converted.comments]
+        # a placeholder's comments come first: they say whom it was written for
+        lines = comments if converted.placeholder else [f"# from {converted.source}"]
+        for finding in by_source.get(about, ()):
+            lines.append("# " + finding.line().replace(f"{about}: ", "", 1))
+        if not converted.placeholder:
+            lines.extend(comments)
         body = yaml.safe_dump(converted.obj, sort_keys=False, default_flow_style=False)
         parts.append("---\n" + "\n".join(lines) + "\n" + body)
     return "".join(parts)
@@ -206,7 +224,7 @@ def convert(files: tuple[str, ...], output: str, region: str | None) -> None:
             click.echo(line, err=True)
     else:
         click.echo(_render_yaml(result), nl=False)
-        written = {converted.source for converted in result.objects}
+        written = {_about(converted) for converted in result.objects}
         for line in _lines(result.findings, "note", unless=written):
             click.echo(line, err=True)
     for line in _lines(result.findings, "warning"):

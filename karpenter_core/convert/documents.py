@@ -63,8 +63,11 @@ class _Placeholder:
 
     obj: dict[str, Any]
     comments: list[str]
+    """Why its values are what they are (the provider's)."""
     converter: NodeClassConverter
-    sources: list[str]
+    pools: list[_Pool]
+    fill: str
+    """The placeholders to fill in (``${CLUSTER_NAME}``)."""
 
 
 @dataclass(slots=True)
@@ -92,6 +95,7 @@ def input_field(source: str, path: str) -> str:
         return path
     for new, old in (
         ("spec.template.spec.nodeClassRef", "spec.providerRef"),
+        ("spec.template.spec.kubelet", "spec.kubeletConfiguration"),
         ("spec.template.spec.", "spec."),
         ("spec.template.metadata.", "spec."),
     ):
@@ -219,16 +223,17 @@ def _nodepool(
     nodepool.pop("status", None)
     nodepool["metadata"] = metadata(nodepool)
     unknown = unknown_fields(nodepool, model_schema(NodePool))
-    ref = _template_spec(nodepool).get("nodeClassRef") or {}
+    ref = _node_class_ref(nodepool)
     converter = next(
         (c for c in converters if c.node_class_ref(ref) is not None and ref.get("group")), None
     )
     unnamed = api_version != V1 and not ref.get("name")
     pool = _Pool(nodepool, source, kubelet, converter, unnamed=unnamed)
-    if api_version == V1ALPHA5 and converter is not None:
-        template_spec = _template_spec(nodepool)
+    requirements = _template_spec(nodepool).get("requirements")
+    # requirements that are not a list are left to the output's validation to report
+    if api_version == V1ALPHA5 and converter is not None and isinstance(requirements, list):
         for requirement, why in converter.v1alpha5_defaults(nodepool):
-            template_spec.setdefault("requirements", []).append(requirement)
+            requirements.append(requirement)
             values = ", ".join(requirement.get("values") or ())
             moved.append(
                 Finding(
@@ -254,8 +259,18 @@ def _ref_converter(converters: Sequence[NodeClassConverter]) -> Any:
 
 
 def _template_spec(nodepool: Mapping[str, Any]) -> dict[str, Any]:
-    spec = nodepool.get("spec") or {}
-    return (spec.get("template") or {}).get("spec") or {}
+    """``spec.template.spec``, or an empty map when a field on the way is not a map."""
+    value: Any = nodepool
+    for key in ("spec", "template", "spec"):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _node_class_ref(nodepool: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``spec.template.spec.nodeClassRef``, or an empty map when it is not one (the output's
+    validation reports a reference of another type)."""
+    ref = _template_spec(nodepool).get("nodeClassRef")
+    return ref if isinstance(ref, Mapping) else {}
 
 
 def _name(obj: Mapping[str, Any]) -> str:
@@ -291,14 +306,7 @@ def _default_node_classes(
                 f"{name}, written out with placeholders to fill in before applying ({fill}); "
                 f"if the cluster already has {kind} {name}, leave the written one out"
             )
-            sources = [p.source for p in members]
-            names = "names" if len(sources) == 1 else "name"
-            written_for = (
-                f"written for {', '.join(sources)}, which {names} no NodeClass: fill in {fill} "
-                f"before applying (envsubst does, from the environment); if the cluster "
-                f"already has {kind} {name}, leave this one out"
-            )
-            placeholders.append(_Placeholder(obj, [written_for, *comments], converter, sources))
+            placeholders.append(_Placeholder(obj, comments, converter, members, fill))
         else:
             message = (
                 f"names no NodeClass, and a v1 NodePool needs one: the output references {kind} "
@@ -316,13 +324,29 @@ def _write_placeholder(
     variants: Mapping[tuple[int, str], Sequence[NodeClassVariant]],
     result: Conversion,
 ) -> None:
-    """Add a default NodeClass (each of its kubelet variants) to the result."""
-    wanted = variants.get((id(placeholder.converter), _name(placeholder.obj)), ())
-    converted, findings = placeholder.converter.convert(placeholder.obj, wanted)
+    """Add a default NodeClass (each of its kubelet variants) to the result, each written for
+    (and placed with) the input objects whose NodePools reference it."""
+    name, kind = _name(placeholder.obj), placeholder.obj.get("kind")
+    converted, findings = placeholder.converter.convert(
+        placeholder.obj, variants.get((id(placeholder.converter), name), ())
+    )
     for item in converted:
-        item.source = placeholder.sources[0]
+        variant = _name(item.obj)
+        sources = [
+            pool.source
+            for pool in placeholder.pools
+            if _template_spec(pool.obj)["nodeClassRef"]["name"] == variant
+        ]
+        names = "names" if len(sources) == 1 else "name"
+        item.source = sources[0]
         item.placeholder = True
-        item.comments = [*placeholder.comments, *item.comments]
+        item.comments = [
+            f"written for {', '.join(sources)}, which {names} no NodeClass: fill in "
+            f"{placeholder.fill} before applying (envsubst does, from the environment); if the "
+            f"cluster already has {kind} {name}, leave this one out",
+            *placeholder.comments,
+            *item.comments,
+        ]
     result.objects.extend(converted)
     result.findings.extend(findings)
 
@@ -337,7 +361,7 @@ def _variants(
     ``given`` are the NodeClasses to be written, as (id of converter, name)."""
     groups: dict[tuple[int, str], dict[str, list[_Pool]]] = {}
     for pool in pools:
-        ref = _template_spec(pool.obj).get("nodeClassRef") or {}
+        ref = _node_class_ref(pool.obj)
         key = (id(pool.converter), str(ref.get("name") or ""))
         if pool.converter is None or key not in given:
             if pool.kubelet:
@@ -435,13 +459,15 @@ def _nodeclaim(
     source = describe(obj)
     claim = copy.deepcopy(dict(obj))
     claim["apiVersion"] = V1
-    spec = claim.setdefault("spec", {})
+    spec = claim.get("spec")
+    if not isinstance(spec, dict):  # the simulation's reading of the claim reports it
+        return Converted(claim, source)
     if spec.pop("kubelet", None) is not None:
         result.findings.append(
             Finding(source, "spec.kubelet", "v1 NodeClaims have no kubelet: left out", "note")
         )
-    ref = spec.get("nodeClassRef") or {}
-    converted = _ref_converter(converters)(ref)
+    ref = spec.get("nodeClassRef")
+    converted = _ref_converter(converters)(ref) if isinstance(ref, Mapping) else None
     if converted is not None:
         spec["nodeClassRef"] = converted
     return Converted(claim, source)

@@ -87,7 +87,8 @@ def provisioner_to_v1beta1(obj: Mapping[str, Any]) -> tuple[dict[str, Any] | Non
         key: copy.deepcopy(spec[key]) for key in ("taints", "startupTaints") if spec.get(key)
     }
     template_spec["requirements"] = copy.deepcopy(spec.get("requirements") or [])
-    template_spec["nodeClassRef"] = _mapping(spec.get("providerRef"))
+    if spec.get("providerRef") is not None:
+        template_spec["nodeClassRef"] = copy.deepcopy(spec["providerRef"])
     if spec.get("kubeletConfiguration") is not None:
         template_spec["kubelet"] = copy.deepcopy(spec["kubeletConfiguration"])
     template_metadata = {
@@ -210,6 +211,15 @@ def v1beta1_to_v1(
     template = _mapping(spec.get("template"))
     template_spec = _mapping(template.get("spec"))
     kubelet = template_spec.pop("kubelet", None)
+    if kubelet is not None and not isinstance(kubelet, Mapping):
+        findings.append(
+            Finding(
+                source,
+                "spec.template.spec.kubelet",
+                f"{kubelet!r} is not a map of kubelet settings: left out",
+            )
+        )
+        kubelet = None
     template_spec.setdefault("requirements", [])
     if template_spec.pop("resources", None) is not None:
         findings.append(
@@ -219,8 +229,16 @@ def v1beta1_to_v1(
                 "v1 NodePools have no resources: left out (node sizes follow the pods)",
             )
         )
-    ref = _mapping(template_spec.get("nodeClassRef"))
-    template_spec["nodeClassRef"] = _ref(ref, source, node_class_ref, findings)
+    ref = template_spec.get("nodeClassRef")
+    if ref is not None and not isinstance(ref, Mapping):
+        findings.append(
+            Finding(
+                source,
+                "spec.template.spec.nodeClassRef",
+                f"{ref!r} is not a reference (a map of group, kind and name): read as none",
+            )
+        )
+    template_spec["nodeClassRef"] = _ref(_mapping(ref), source, node_class_ref, findings)
     disruption = _mapping(spec.get("disruption"))
     expire = disruption.pop("expireAfter", None)
     if expire is not None:
@@ -273,7 +291,7 @@ def v1beta1_to_v1(
     spec["template"] = template
     return (
         {"apiVersion": V1, "kind": "NodePool", "metadata": metadata(obj), "spec": spec},
-        kubelet if isinstance(kubelet, Mapping) else None,
+        kubelet,
         findings,
     )
 

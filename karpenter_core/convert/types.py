@@ -50,7 +50,7 @@ class Converted:
     comments: list[str] = field(default_factory=list)
     placeholder: bool = False
     """Written for input objects that named no NodeClass, not converted from ``source``: its
-    comments say what to fill in."""
+    comments say what to fill in, and findings about it name it (it is in no input)."""
 
 
 @dataclass(frozen=True, slots=True)

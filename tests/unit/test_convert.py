@@ -316,6 +316,37 @@ def test_simulation_reads_v1beta1_nodeclaims_as_v1() -> None:
     assert by_field(findings)["spec.kubelet"].severity == "note"
 
 
+@pytest.mark.parametrize(
+    "spec",
+    [5, {"template": 5}, {"template": {"spec": 5}}, {"template": {"spec": {"nodeClassRef": "x"}}}],
+)
+def test_a_v1_nodepool_with_fields_of_the_wrong_type_is_passed_on_for_validation(
+    spec: Any,
+) -> None:
+    current = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "b"}}
+    (out,), _ = converted([{**current, "spec": spec}])
+    assert out["spec"] == spec  # the command's validation of the output names the field
+
+
+def test_a_v1beta1_nodeclaim_whose_spec_is_not_a_map_is_passed_on() -> None:
+    claim = {"apiVersion": "karpenter.sh/v1beta1", "kind": "NodeClaim", "metadata": {"name": "c"}}
+    (out,), _ = converted([{**claim, "spec": 5}], simulation=True)
+    assert out["apiVersion"] == "karpenter.sh/v1" and out["spec"] == 5
+
+
+def test_v1beta1_kubelet_and_node_class_ref_of_the_wrong_type_are_warnings() -> None:
+    pool = v1beta1_nodepool(template_spec={"kubelet": "x", "nodeClassRef": ["default"]})
+    _, findings = converted([pool])
+    messages = {(f.field, f.message) for f in findings if f.severity == "warning"}
+    assert ("spec.template.spec.kubelet", "'x' is not a map of kubelet settings: left out") in (
+        messages
+    )
+    assert (
+        "spec.template.spec.nodeClassRef",
+        "['default'] is not a reference (a map of group, kind and name): read as none",
+    ) in messages
+
+
 def test_simulation_passes_v1_nodepools_through_unchecked() -> None:
     current = {
         "apiVersion": "karpenter.sh/v1",

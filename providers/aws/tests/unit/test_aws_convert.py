@@ -493,6 +493,72 @@ def test_a_node_template_named_default_is_used_rather_than_a_second_default() ->
     assert "which the input's AWSNodeTemplate default becomes" in warning.message
 
 
+def documents_by_name(text: str) -> dict[str, str]:
+    """Each YAML document of ``convert``'s output (comments included) by its object's name."""
+    return {
+        yaml.safe_load(doc)["metadata"]["name"]: doc for doc in text.split("---\n") if doc.strip()
+    }
+
+
+def test_findings_on_a_default_ec2nodeclass_are_comments_on_it(tmp_path: Any) -> None:
+    path = tmp_path / "old.yaml"
+    web = provisioner("web", kubeletConfiguration={"maxPods": 20})
+    batch = provisioner("batch", kubeletConfiguration={"podsPerCore": -3})
+    path.write_text(yaml.safe_dump_all([web, batch]))
+    result = CliRunner().invoke(convert, ["-f", str(path), "--region", "us-east-1"])
+    assert result.exit_code == 0, result.output
+    # batch's kubelet settings are in the copy default-batch, which does not validate: the
+    # warning names that output object (it is in no input) and is a comment on it
+    assert (
+        "warning: EC2NodeClass default-batch: spec.kubelet.podsPerCore: the output EC2NodeClass, "
+        "written for Provisioner batch, does not validate"
+    ) in result.stderr
+    docs = documents_by_name(result.stdout)
+    assert "# warning: spec.kubelet.podsPerCore:" in docs["default-batch"]
+    assert "# written for Provisioner batch, which names no NodeClass" in docs["default-batch"]
+    assert "# written for Provisioner web, which names no NodeClass" in docs["default"]
+    assert not any("podsPerCore" in docs[name] for name in ("default", "web", "batch"))
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "message"),
+    [
+        ({"requirements": 5}, "spec.requirements", "Input should be a valid list (got 5)"),
+        ({"requirements": "x"}, "spec.requirements", "Input should be a valid list (got 'x')"),
+        ({"providerRef": []}, "spec.providerRef", "[] is not a reference"),
+        ({"providerRef": "x"}, "spec.providerRef", "'x' is not a reference"),
+        (
+            {"kubeletConfiguration": "x"},
+            "spec.kubeletConfiguration",
+            "'x' is not a map of kubelet settings: left out",
+        ),
+    ],
+)
+def test_provisioner_fields_of_the_wrong_type_are_warnings_naming_them(
+    tmp_path: Any, spec: dict[str, Any], field: str, message: str
+) -> None:
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(provisioner("p", **spec)))
+    result = CliRunner().invoke(convert, ["-f", str(path), "--region", "us-east-1"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert any(
+        line.startswith(f"warning: Provisioner p: {field}: ") and message in line for line in lines
+    ), lines
+
+
+def test_a_v1beta1_nodeclaim_whose_reference_is_not_a_map_is_passed_on() -> None:
+    claim = {
+        "apiVersion": "karpenter.sh/v1beta1",
+        "kind": "NodeClaim",
+        "metadata": {"name": "c"},
+        "spec": {"nodeClassRef": "x", "requirements": []},
+    }
+    result = convert_objects([claim], [AWSConverter()], simulation=True)
+    (out,) = result.objects
+    assert out.obj["spec"]["nodeClassRef"] == "x"  # simulate's reading of it names the field
+
+
 def test_instance_type_wildcards_in_not_in_become_instance_families() -> None:
     key = "node.kubernetes.io/instance-type"
     requirement = {"key": key, "operator": "NotIn", "values": ["t3.*", "t2.*"]}
