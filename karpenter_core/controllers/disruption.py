@@ -1,9 +1,10 @@
 """Disruption: carry out the commands the pure planner decides on, several at once.
 
 Every ``DISRUPTION_POLL_PERIOD`` the controller snapshots the cluster state as provisioning does
-(Ready NodePools only, instance types from the provider), looks at it as it will be once the
-commands in flight are done (``disruption_queue.as_it_will_be``: their candidates' pods placed
-first, on their replacements or elsewhere; PodDisruptionBudgets less the evictions to come),
+(the NodePools that may launch, ``cluster.not_launchable``; instance types from the provider),
+looks at it as it will be once the commands in flight are done
+(``disruption_queue.as_it_will_be``: their candidates' pods placed first, on their replacements
+or elsewhere; PodDisruptionBudgets less the evictions to come),
 and asks ``karpenter_core.disruption.planner.next_command`` for a command (nodes nominated for
 pending pods, or already being disrupted, are left out), again and again until the planner has
 nothing more within the budgets:
@@ -74,7 +75,7 @@ from karpenter_core.disruption.planner import Command, Options, next_command, st
 from karpenter_core.operator import metrics
 from karpenter_core.operator.events import Reason
 from karpenter_core.operator.kube import NotFound, retry_on_conflict
-from karpenter_core.scheduling.cluster import with_expected_allocatable
+from karpenter_core.scheduling.cluster import not_launchable, with_expected_allocatable
 
 if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodepool import NodePool
@@ -163,10 +164,6 @@ def _replacements(commands: Iterable[Command], nodepools: dict[str, NodePool]) -
     return out
 
 
-def _ready(nodepool: NodePool) -> bool:
-    return nodepool.metadata.deletion_timestamp is None and status_true(nodepool, "Ready")
-
-
 @dataclass(slots=True)
 class _Waiting:
     """A consolidation command decided on, not started yet."""
@@ -231,7 +228,7 @@ class DisruptionController(LoopController):
         not started yet, are done."""
         context = self.context
         nodepools = sorted(
-            (np for np in context.state.nodepools() if _ready(np)),
+            (np for np in context.state.nodepools() if not_launchable(np) is None),
             key=lambda np: (-(np.spec.weight or 0), np.metadata.name or ""),
         )
         instance_types = {

@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis.quantity import to_milli
 from karpenter_core.disruption.candidates import reschedulable
-from karpenter_core.operator.state import ClusterPod
+from karpenter_core.scheduling.cluster import budget_selector
 from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import Minimize, schedule
 from karpenter_core.scheduling.snapshot import NodeInfo
 from karpenter_core.scheduling.taints import Taint
-from karpenter_core.scheduling.topology import LabelSelector
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -85,12 +84,12 @@ class CommandQueue:
 
 def _leaving(pod: PodInfo) -> bool:
     """The pod still has to be evicted (it is not terminating yet)."""
-    return not (isinstance(pod, ClusterPod) and pod.deletion_time is not None)
+    return not pod.terminating
 
 
 def _covers(pdb: Mapping[str, Any], pod: PodInfo) -> bool:
     meta = pdb.get("metadata") or {}
-    selector = LabelSelector.from_manifest((pdb.get("spec") or {}).get("selector"))
+    selector = budget_selector(pdb)
     return (
         str(meta.get("namespace") or "default") == pod.namespace
         and selector is not None

@@ -8,7 +8,7 @@ Pods the kube-scheduler has not decided on yet are provisioned with those it mar
 Unschedulable: the scheduler places every pending pod on existing nodes and in-flight NodeClaims
 first, so a launch is only for pods that fit nowhere, and nothing waits for the verdict. As
 upstream's, a pass also places the pods of nodes being deleted (``rescheduled_pods``), so their
-new room is coming up before they are evicted; a node tainted ``karpenter.sh/disrupted`` starts
+new room is coming up before they are evicted; a node being deleted or marked for deletion starts
 a pass every ``RESYNC_PERIOD`` while it is there.
 """
 
@@ -37,6 +37,8 @@ from karpenter_core.controllers.objects import (
 from karpenter_core.operator import metrics
 from karpenter_core.operator.state import ClusterPod
 from karpenter_core.scheduling.cluster import (
+    NODES,
+    add_usage,
     claim_capacity,
     not_launchable,
     rescheduled_pods,
@@ -44,7 +46,6 @@ from karpenter_core.scheduling.cluster import (
 )
 from karpenter_core.scheduling.requirements import Requirement
 from karpenter_core.scheduling.scheduler import NewNodeClaim, Results, schedule
-from karpenter_core.scheduling.templates import NODES
 
 if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodepool import NodePool
@@ -92,7 +93,8 @@ class Batcher:
         self._keys: set[str] = set()
 
     def trigger(self, key: str = "") -> None:
-        """Something may need capacity (``key``: the pending pod, if any)."""
+        """Something may need capacity (``key``: what, if known: a pending pod's key, or the
+        name of a node being deleted)."""
         with self._cond:
             now = self._clock()
             if self._first is None:
@@ -229,29 +231,21 @@ def _show(name: str, amount: int) -> str:
 
 
 def limit_check(
-    nodepool: NodePool,
-    options: Sequence[InstanceType],
-    nodeclaims: Iterable[NodeClaim],
-    catalog: Mapping[str, InstanceType],
+    nodepool: NodePool, options: Sequence[InstanceType], used: Mapping[str, int]
 ) -> LimitCheck:
     """Which of ``options`` a new NodeClaim of ``nodepool`` may launch without exceeding its
-    limits, counting the capacity of the NodePool's NodeClaims (as launched, or their largest
-    option before launch)."""
+    limits, given what the NodePool ``used`` already (its entry of ``cluster.limit_usage``, the
+    rule the scheduler planned with)."""
     limits = {name: to_milli(value) for name, value in nodepool.spec.limits.items()}
     if not limits:
         return LimitCheck(list(options))
     name = nodepool.metadata.name or ""
-    used: dict[str, int] = {}
-    count = 0
-    for nodeclaim in nodeclaims:
-        if nodeclaim.metadata.labels.get(wk.NODEPOOL) != name:
-            continue
-        count += 1
-        for resource, amount in claim_capacity(nodeclaim, catalog).items():
-            used[resource] = used.get(resource, 0) + amount
-    if NODES in limits and (count + 1) * 1000 > limits[NODES]:
+    count = used.get(NODES, 0)
+    if NODES in limits and count + 1000 > limits[NODES]:
         return LimitCheck(
-            [], f"NodePool {name} limit nodes={_show(NODES, limits[NODES])} reached ({count} nodes)"
+            [],
+            f"NodePool {name} limit nodes={_show(NODES, limits[NODES])} reached "
+            f"({count // 1000} nodes)",
         )
     kept = []
     blocking: str | None = None
@@ -317,16 +311,16 @@ class Provisioner:
     def run(self, stop: threading.Event) -> None:
         """Provision a batch each time one completes, until ``stop`` is set. Every
         ``RESYNC_PERIOD`` without a batch, pending pods whose nomination ran out (the node they
-        were meant for filled up with other pods) start one, and so does a node tainted
-        ``karpenter.sh/disrupted`` (as upstream's trigger: its pods are provisioned for)."""
+        were meant for filled up with other pods) start one, and so does a node being deleted
+        or marked for deletion (``ClusterState.being_deleted``: its pods are provisioned for).
+        A ``karpenter.sh/disrupted`` taint alone (one left behind) does not."""
         self.batcher.trigger()  # pods that were pending before we started
         while not stop.is_set():
             if not self.batcher.wait(stop, timeout=RESYNC_PERIOD):
                 for pod in self.context.state.pending_pods(awaiting=True):
                     self._on_pending(pod)
-                for node in self.context.state.nodes():
-                    if any(t.key == wk.DISRUPTED_TAINT_KEY for t in node.taints):
-                        self.batcher.trigger(node.name)
+                for name in self.context.state.being_deleted():
+                    self.batcher.trigger(name)
                 continue
             while not self.context.state.wait_for_sync(0.5):
                 if stop.is_set():
@@ -427,15 +421,17 @@ class Provisioner:
         catalog: Mapping[str, InstanceType],
         until: float,
     ) -> None:
-        """Create the NodeClaims of ``results`` within their NodePools' limits (each checked
-        counting those before it), all at once, then nominate their pods. A failed create is
-        raised after the others are recorded."""
+        """Create the NodeClaims of ``results`` within their NodePools' limits (counted now, by
+        the rule the scheduler planned with, each checked counting those before it), all at
+        once, then nominate their pods. A failed create is raised after the others are
+        recorded."""
         context = self.context
-        known = context.state.nodeclaims()
+        usage = context.state.limit_usage(catalog)
         launches: list[tuple[NewNodeClaim, dict[str, Any], int]] = []
         for claim in results.new_nodeclaims:
             nodepool = nodepools[claim.nodepool]
-            check = limit_check(nodepool, claim.instance_types, known, catalog)
+            used = usage.setdefault(claim.nodepool, {})
+            check = limit_check(nodepool, claim.instance_types, used)
             if check.blocked is not None:
                 context.events.publish(nodepool, "Warning", "NodePoolLimitExceeded", check.blocked)
                 for pod in claim.pods:
@@ -443,7 +439,7 @@ class Provisioner:
                 log.info("not launching for %d pods: %s", len(claim.pods), check.blocked)
                 continue
             manifest = nodeclaim_manifest(claim, nodepool.to_manifest(), check.instance_types)
-            known.append(NodeClaim.from_manifest(manifest))
+            add_usage(used, claim_capacity(NodeClaim.from_manifest(manifest), catalog))
             launches.append((claim, manifest, len(check.instance_types)))
         if not launches:
             return

@@ -102,7 +102,7 @@ def drain_plan(pods: Iterable[ClusterPod], now: datetime, deadline: datetime | N
         return plan
     tier = min(tier_of(pod) for pod in remaining)
     for pod in remaining:
-        if tier_of(pod) != tier or pod.deletion_time is not None:
+        if tier_of(pod) != tier or pod.terminating:
             plan.waiting += 1
             continue
         if deadline is not None and now >= deadline - timedelta(seconds=pod.grace_period):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.duration import parse_nillable_duration
+from karpenter_core.scheduling.cluster import budget_selector
 from karpenter_core.scheduling.topology import LabelSelector
 
 if TYPE_CHECKING:
@@ -49,22 +50,20 @@ class PodDisruptionBudgets:
     """How many more disruptions each PodDisruptionBudget allows, and which pods it covers."""
 
     def __init__(self, pdbs: Sequence[Mapping[str, Any]], pods: Sequence[PodInfo]) -> None:
-        self.budgets: list[tuple[str, str, LabelSelector | None, int]] = []
+        self.budgets: list[tuple[str, str, LabelSelector, int]] = []
         for pdb in pdbs:
+            selector = budget_selector(pdb)
+            if selector is None:
+                continue  # it covers no pod
             meta = pdb.get("metadata") or {}
             spec = pdb.get("spec") or {}
             namespace = str(meta.get("namespace") or "default")
-            selector = LabelSelector.from_manifest(spec.get("selector"))
             status = pdb.get("status") or {}
             if "disruptionsAllowed" in status:
                 allowed = int(status["disruptionsAllowed"])
             else:
                 covered = sum(
-                    1
-                    for p in pods
-                    if p.namespace == namespace
-                    and selector is not None
-                    and selector.matches(p.labels)
+                    1 for p in pods if p.namespace == namespace and selector.matches(p.labels)
                 )
                 allowed = _allowed(spec, covered)
             self.budgets.append((namespace, str(meta.get("name") or ""), selector, allowed))
@@ -74,7 +73,7 @@ class PodDisruptionBudgets:
         covering = [
             (name, allowed)
             for namespace, name, selector, allowed in self.budgets
-            if namespace == pod.namespace and selector is not None and selector.matches(pod.labels)
+            if namespace == pod.namespace and selector.matches(pod.labels)
         ]
         if len(covering) > 1:
             names = ", ".join(sorted(name for name, _ in covering))

@@ -26,7 +26,9 @@ from karpenter_core.manifests.validation import (
 )
 from karpenter_core.manifests.workloads import POD_KINDS, collect_pods
 from karpenter_core.scheduling.cluster import (
+    check_budget,
     not_launchable,
+    paired,
     rescheduled_pods,
     with_expected_allocatable,
     with_nodeclaim,
@@ -122,6 +124,8 @@ def build_snapshot(
         elif doc.kind in node_classes:
             continue
         elif doc.kind in _RAW_KINDS:
+            if doc.kind == "PodDisruptionBudget":
+                _decode(doc, lambda d: check_budget(d.obj))
             getattr(snapshot, _RAW_KINDS[doc.kind]).append(doc.obj)
         elif doc.kind.endswith("NodeClass"):
             notes.append(
@@ -156,16 +160,11 @@ def build_snapshot(
 
 
 def _pair(nodes: Mapping[str, NodeInfo], nodeclaims: Sequence[NodeClaim]) -> None:
-    """Each Node seen with its NodeClaim (same providerID, else the NodeClaim's
-    ``status.nodeName``), as the controller sees it: launching until initialized, and being
-    deleted while its NodeClaim is (``cluster.with_nodeclaim``)."""
-    by_provider_id = {c.status.provider_id: c for c in nodeclaims if c.status.provider_id}
-    by_node_name = {c.status.node_name: c for c in nodeclaims if c.status.node_name}
-    for node in nodes.values():
-        claim = by_provider_id.get(node.provider_id) if node.provider_id else None
-        claim = claim or by_node_name.get(node.name)
-        if claim is not None:
-            with_nodeclaim(node, claim)
+    """Each Node seen with its NodeClaim (``cluster.paired``), as the controller sees it:
+    launching until initialized, and being deleted while its NodeClaim is
+    (``cluster.with_nodeclaim``)."""
+    for name, claim in paired(nodes.values(), nodeclaims).items():
+        with_nodeclaim(nodes[name], claim)
 
 
 def _reschedule(snapshot: Snapshot, notes: list[str]) -> None:

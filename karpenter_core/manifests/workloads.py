@@ -149,11 +149,17 @@ def _add_pod(
         out.notes.append(f"skipped {doc.describe()}: it has finished ({phase})")
     elif pod.node_name:
         out.bound.append(pod)
-    elif (pod.is_daemon() and not ours) or pod.is_mirror():
+    elif ours:
+        out.notes.append(
+            f"skipped {doc.describe()}: a pod of DaemonSet {pod.namespace}/{pod.owner_name} "
+            "with no node is not pending (the DaemonSet runs on every new node; its newest pod "
+            "sizes it)"
+        )
+    elif pod.is_daemon() or pod.is_mirror():
         out.notes.append(
             f"skipped {doc.describe()}: a DaemonSet or mirror pod with no node is not pending"
         )
-    elif not ours:
+    else:
         out.pending.append(pod)
 
 

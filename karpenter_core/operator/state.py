@@ -11,18 +11,29 @@ builds the scheduler's input.
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.operator.informer import DELETED, Informer
-from karpenter_core.scheduling.cluster import daemonset_pods, nodeclaim_deleting, with_nodeclaim
-from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
+from karpenter_core.scheduling.cluster import (
+    check_budget,
+    daemonset_pods,
+    going,
+    in_flight,
+    limit_usage,
+    not_launchable,
+    paired,
+    with_nodeclaim,
+)
+from karpenter_core.scheduling.snapshot import DecodeError, NodeInfo, PodInfo, Snapshot
+
+log = logging.getLogger("karpenter.state")
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -72,7 +83,6 @@ class ClusterPod(PodInfo):
 
     __slots__ = (
         "awaiting_scheduler",
-        "deletion_time",
         "grace_period",
         "phase",
         "priority_class",
@@ -85,8 +95,6 @@ class ClusterPod(PodInfo):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.phase = "Pending"
-        self.deletion_time: float | None = None
-        """When the pod was asked to terminate (metadata.deletionTimestamp)."""
         self.grace_period = 30
         """spec.terminationGracePeriodSeconds."""
         self.unschedulable = False
@@ -105,11 +113,9 @@ class ClusterPod(PodInfo):
     def decode(cls, obj: Mapping[str, Any]) -> ClusterPod:
         """Decode a Pod object."""
         pod = cls.from_manifest(obj)
-        meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         pod.phase = str(status.get("phase") or "Pending")
-        pod.deletion_time = _time(meta.get("deletionTimestamp"))
         grace = spec.get("terminationGracePeriodSeconds")
         pod.grace_period = int(grace) if grace is not None else 30
         pod.nominated_node = str(status.get("nominatedNodeName") or "")
@@ -134,10 +140,6 @@ class ClusterPod(PodInfo):
                 pod.ready_time = _time(condition.get("lastTransitionTime"))
         return pod
 
-    def is_mirror(self) -> bool:
-        """A static pod's mirror (the kubelet owns it)."""
-        return wk.MIRROR_POD in self.annotations
-
     def is_terminal(self) -> bool:
         """Succeeded or Failed."""
         return self.phase in ("Succeeded", "Failed")
@@ -157,7 +159,7 @@ class ClusterPod(PodInfo):
         """Not bound, terminating, preempting, DaemonSet-owned, a mirror pod or finished."""
         return (
             not self.node_name
-            and self.deletion_time is None
+            and not self.terminating
             and not self.nominated_node
             and not self.is_daemon()
             and not self.is_mirror()
@@ -234,6 +236,23 @@ def _daemonset(obj: Mapping[str, Any]) -> PodInfo:
     )
 
 
+def _pdb(obj: dict[str, Any]) -> dict[str, Any]:
+    """A PodDisruptionBudget, trimmed; one provisioning cannot read (``cluster.check_budget``)
+    is kept, covering no pod as the Eviction API treats an invalid selector, with a warning."""
+    try:
+        check_budget(obj)
+    except DecodeError as err:
+        meta = obj.get("metadata") or {}
+        log.warning(
+            "PodDisruptionBudget %s/%s: %s: %s; it covers no pod",
+            meta.get("namespace"),
+            meta.get("name"),
+            err.field,
+            err.message,
+        )
+    return _trimmed(obj)
+
+
 def _model_decoder(model: type[BaseModel]) -> Callable[[dict[str, Any]], Any]:
     return getattr(model, "from_manifest", model.model_validate)
 
@@ -286,7 +305,7 @@ class ClusterState:
             Paths.NODEPOOLS, NodePool.from_manifest
         )
         self.daemonsets: Informer[PodInfo] = informer(Paths.DAEMONSETS, _daemonset)
-        self.pdbs: Informer[dict[str, Any]] = informer(Paths.PDBS, _trimmed)
+        self.pdbs: Informer[dict[str, Any]] = informer(Paths.PDBS, _pdb)
         self.pvs: Informer[dict[str, Any]] = informer(Paths.PVS, _trimmed)
         self.pvcs: Informer[dict[str, Any]] = informer(Paths.PVCS, _trimmed)
         self.storage_classes: Informer[dict[str, Any]] = informer(Paths.STORAGE_CLASSES, _trimmed)
@@ -383,7 +402,7 @@ class ClusterState:
         """When the change to ``new`` (a bound pod) was a pod event on its node, if it was one."""
         if old is None or old.node_name != new.node_name:
             return new.scheduled_time or (self.clock() if live else None)
-        if old.deletion_time is None and new.deletion_time is not None:
+        if not old.terminating and new.terminating:
             return self.clock()
         return None
 
@@ -573,6 +592,25 @@ class ClusterState:
             self._marked.difference_update(names)
             self._on_any("UNMARKED", "", None, None)
 
+    def being_deleted(self) -> list[str]:
+        """The nodes being deleted or marked for deletion, by name, as snapshots mark them: the
+        Node or its NodeClaim (``cluster.paired``) being deleted or marked."""
+        with self.lock:
+            nodes = list(self.nodes_informer.cache.values())
+            claims = list(self.nodeclaims_informer.cache.values())
+            marked = set(self._marked)
+        pairs = paired(nodes, claims)
+        return [node.name for node in nodes if going(node, pairs.get(node.name), marked)]
+
+    def limit_usage(self, catalog: Mapping[str, InstanceType]) -> dict[str, dict[str, int]]:
+        """What counts against each NodePool's limits now (``cluster.limit_usage``: the rule
+        the scheduler plans with), ``catalog`` sizing NodeClaims not launched yet."""
+        with self.lock:
+            nodes = list(self.nodes_informer.cache.values())
+            claims = list(self.nodeclaims_informer.cache.values())
+            marked = set(self._marked)
+        return limit_usage(nodes, claims, catalog, marked)
+
     # -- the scheduler's input --------------------------------------------------------------
 
     def snapshot(
@@ -582,10 +620,11 @@ class ClusterState:
         *,
         awaiting: bool = False,
     ) -> Snapshot:
-        """The scheduler's input: the NodePools named in ``instance_types`` (in its order), nodes
-        with their bound pods (copies, seen with their NodeClaims: ``cluster.with_nodeclaim``;
-        nodes or NodeClaims marked, or being deleted, are ``marked_for_deletion``), in-flight
-        NodeClaims (no Node yet, not deleting), DaemonSets as their newest pods
+        """The scheduler's input: the NodePools named in ``instance_types`` (in its order) that
+        may launch (``cluster.not_launchable``), nodes with their bound pods (copies, seen with
+        their NodeClaims: ``cluster.paired``, ``cluster.with_nodeclaim``; nodes or NodeClaims
+        marked, or being deleted, are ``marked_for_deletion``), in-flight NodeClaims
+        (``cluster.in_flight``: no Node yet, not deleting, not marked), DaemonSets as their newest pods
         (``cluster.daemonset_pods``), and the pending pods (``pending`` if given, else
         ``pending_pods(awaiting=awaiting)``), all as of one moment.
 
@@ -594,16 +633,14 @@ class ClusterState:
         with self.lock:
             nodes = list(self.nodes_informer.cache.values())
             pods = list(self.pods.cache.values())
-            claims = dict(self.nodeclaims_informer.cache)
-            claim_by_provider_id = dict(self._claim_by_provider_id)
-            registered = set(self._node_by_provider_id)
+            claims = list(self.nodeclaims_informer.cache.values())
             last_pod_event = dict(self._last_pod_event)
             marked = set(self._marked)
             nodepools = [
                 pool
                 for name in instance_types
                 if (pool := self.nodepools_informer.cache.get(name)) is not None
-                and pool.metadata.deletion_timestamp is None
+                and not_launchable(pool) is None
             ]
             nodeclasses = [
                 obj for informer in self.nodeclasses.values() for obj in informer.cache.values()
@@ -620,31 +657,24 @@ class ClusterState:
                 bound.setdefault(pod.node_name, []).append(pod)
             if pod.owner_kind == "DaemonSet":
                 daemon_pods.append(pod)
+        pairs = paired(nodes, claims)
         views: list[NodeInfo] = []
         for node in nodes:
             node.requirement_labels()  # on the cached node, so every snapshot's copy shares it
             view = copy.copy(node)
             view.pods = bound.get(node.name, [])
             view.last_pod_event = last_pod_event.get(node.name, 0.0)
-            claim_name = claim_by_provider_id.get(node.provider_id) if node.provider_id else None
-            claim = claims.get(claim_name) if claim_name else None
+            claim = pairs.get(node.name)
             if claim is not None:
                 with_nodeclaim(view, claim)
-            if node.name in marked or (claim is not None and claim.metadata.name in marked):
+            if going(node, claim, marked):
                 view.marked_for_deletion = view.deleting = True
             views.append(view)
-        in_flight = [
-            claim
-            for claim in claims.values()
-            if not nodeclaim_deleting(claim)
-            and claim.metadata.name not in marked
-            and not (claim.status.provider_id and claim.status.provider_id in registered)
-        ]
         return Snapshot(
             nodepools=nodepools,
             instance_types=dict(instance_types),
             nodes=views,
-            nodeclaims=in_flight,
+            nodeclaims=in_flight(claims, nodes, marked),
             nodeclasses=nodeclasses,
             pending=list(pending if pending is not None else _pending(pods, awaiting)),
             daemonsets=daemonset_pods(daemonsets, daemon_pods),

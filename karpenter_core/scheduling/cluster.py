@@ -3,23 +3,26 @@
 
 - ``not_launchable``: a NodePool being deleted, or not Ready, launches nothing.
 - ``daemonset_pods``: a DaemonSet counts as its newest pod, with the template's node affinity.
-- ``with_nodeclaim``: a Node paired with its NodeClaim is capacity on its way until initialized,
-  and is being deleted while its NodeClaim is.
+- ``paired``, ``with_nodeclaim``: a Node paired with its NodeClaim is capacity on its way until
+  initialized, and is being deleted while its NodeClaim is.
 - ``in_flight``, ``claim_capacity``, ``with_expected_allocatable``: NodeClaims with no Node yet,
   what they hold and what they count against their NodePool's limits.
-- ``rescheduled_pods``: the pods of nodes being deleted, which provisioning places again.
+- ``limit_usage``: what counts against each NodePool's limits, when planning and at create time.
+- ``rescheduled_pods``, ``check_budget``, ``budget_selector``: the pods of nodes being deleted,
+  which provisioning places again, and the PodDisruptionBudgets that keep some of them.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import to_milli
 from karpenter_core.apis.v1.nodeclaim import CONDITION_INSTANCE_TERMINATING
+from karpenter_core.scheduling.snapshot import DecodeError
 from karpenter_core.scheduling.taints import Taint, untolerated
 from karpenter_core.scheduling.topology import LabelSelector
 
@@ -29,15 +32,25 @@ if TYPE_CHECKING:
     from karpenter_core.cloudprovider.types import InstanceType
     from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 
+NODES = "nodes"
+"""The pseudo-resource a NodePool limit may set on the number of nodes."""
+
 __all__ = [
     "EPHEMERAL_TAINTS",
+    "NODES",
+    "add_usage",
     "as_launching",
+    "budget_selector",
+    "check_budget",
     "claim_capacity",
     "claim_instance_types",
     "daemonset_pods",
+    "going",
     "in_flight",
+    "limit_usage",
     "nodeclaim_deleting",
     "not_launchable",
+    "paired",
     "rescheduled_pods",
     "with_expected_allocatable",
     "with_nodeclaim",
@@ -112,6 +125,16 @@ def nodeclaim_deleting(claim: NodeClaim) -> bool:
     )
 
 
+def going(node: NodeInfo, claim: NodeClaim | None, marked: Set[str] = frozenset()) -> bool:
+    """The node is being deleted or marked for deletion: its own ``marked_for_deletion``, its
+    NodeClaim being deleted (``nodeclaim_deleting``), or either named in ``marked``."""
+    return (
+        node.marked_for_deletion
+        or node.name in marked
+        or (claim is not None and (nodeclaim_deleting(claim) or claim.metadata.name in marked))
+    )
+
+
 def with_nodeclaim(node: NodeInfo, claim: NodeClaim) -> None:
     """The node as its NodeClaim makes it (in place): launching until initialized
     (``as_launching``), and marked for deletion while the NodeClaim is being deleted."""
@@ -140,22 +163,94 @@ def as_launching(view: NodeInfo, claim: NodeClaim) -> None:
         view.allocatable = {n: to_milli(q) for n, q in claim.status.allocatable.items()}
 
 
-def in_flight(nodeclaims: Iterable[NodeClaim], nodes: Iterable[NodeInfo]) -> list[NodeClaim]:
-    """The NodeClaims with no Node among ``nodes`` yet (matched by providerID or node name),
-    not being deleted: capacity on its way, counted against its NodePool's limits. A NodeClaim
-    whose Node is there counts as that node, once."""
-    registered: set[str] = set()
+def paired(nodes: Iterable[NodeInfo], nodeclaims: Iterable[NodeClaim]) -> dict[str, NodeClaim]:
+    """Each Node's NodeClaim, by node name: the NodeClaim with the Node's providerID, else the
+    one whose ``status.nodeName`` is the Node (a Node without a providerID yet, or manifests
+    written by hand). Both ``simulate`` and the controller pair this way; the registration
+    sets ``status.nodeName`` only on the NodeClaim whose providerID the Node has, so in a live
+    cluster the second rule pairs nothing the first would not."""
+    by_provider_id: dict[str, NodeClaim] = {}
+    by_node_name: dict[str, NodeClaim] = {}
+    for nodeclaim in nodeclaims:
+        if nodeclaim.status.provider_id:
+            by_provider_id[nodeclaim.status.provider_id] = nodeclaim
+        if nodeclaim.status.node_name:
+            by_node_name[nodeclaim.status.node_name] = nodeclaim
+    out: dict[str, NodeClaim] = {}
+    if not by_provider_id and not by_node_name:
+        return out
     for node in nodes:
-        registered.add(node.name)
-        if node.provider_id:
-            registered.add(node.provider_id)
+        claim = by_provider_id.get(node.provider_id) if node.provider_id else None
+        if claim is None:
+            claim = by_node_name.get(node.name)
+        if claim is not None:
+            out[node.name] = claim
+    return out
+
+
+def in_flight(
+    nodeclaims: Iterable[NodeClaim], nodes: Iterable[NodeInfo], marked: Set[str] = frozenset()
+) -> list[NodeClaim]:
+    """The NodeClaims with no Node among ``nodes`` yet (``paired``), not being deleted and not
+    ``marked`` for deletion (by name): capacity on its way, counted against its NodePool's
+    limits. A NodeClaim whose Node is there counts as that node, once."""
+    claims = list(nodeclaims)
+    return _in_flight(claims, paired(nodes, claims), marked)
+
+
+def _in_flight(
+    claims: Iterable[NodeClaim], pairs: Mapping[str, NodeClaim], marked: Set[str]
+) -> list[NodeClaim]:
+    with_node = {id(claim) for claim in pairs.values()}
     return [
         claim
-        for claim in nodeclaims
-        if not nodeclaim_deleting(claim)
-        and claim.status.node_name not in registered
-        and claim.status.provider_id not in registered
+        for claim in claims
+        if id(claim) not in with_node
+        and not nodeclaim_deleting(claim)
+        and claim.metadata.name not in marked
     ]
+
+
+def limit_usage(
+    nodes: Sequence[NodeInfo],
+    nodeclaims: Iterable[NodeClaim],
+    catalog: Mapping[str, InstanceType],
+    marked: Set[str] = frozenset(),
+) -> dict[str, dict[str, int]]:
+    """What counts against each NodePool's limits, by NodePool name (thousandths; ``NODES``:
+    the number of nodes), as upstream's cluster state counts it both when the scheduler plans
+    and when a NodeClaim is created: each Node or NodeClaim once (a Node with its NodeClaim as
+    that Node, ``paired``), its capacity (``claim_capacity`` for a NodeClaim with no Node, or a
+    Node that reports none yet), leaving out what is being deleted or marked for deletion (the
+    Node's ``marked_for_deletion``, its NodeClaim being deleted, or either named in
+    ``marked``)."""
+    claims = list(nodeclaims)
+    pairs = paired(nodes, claims)
+    usage: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        claim = pairs.get(node.name)
+        if going(node, claim, marked):
+            continue
+        nodepool = node.nodepool
+        if not nodepool and claim is not None:
+            nodepool = claim.metadata.labels.get(wk.NODEPOOL)
+        if nodepool:
+            capacity = node.capacity
+            if not capacity and claim is not None:
+                capacity = claim_capacity(claim, catalog)
+            add_usage(usage.setdefault(nodepool, {}), capacity)
+    for claim in _in_flight(claims, pairs, marked):
+        nodepool = claim.metadata.labels.get(wk.NODEPOOL)
+        if nodepool:
+            add_usage(usage.setdefault(nodepool, {}), claim_capacity(claim, catalog))
+    return usage
+
+
+def add_usage(usage: dict[str, int], capacity: Mapping[str, int]) -> None:
+    """Count one more node of ``capacity`` in a NodePool's ``limit_usage`` (in place)."""
+    for resource, amount in capacity.items():
+        usage[resource] = usage.get(resource, 0) + amount
+    usage[NODES] = usage.get(NODES, 0) + 1000
 
 
 def claim_instance_types(claim: NodeClaim) -> list[str]:
@@ -230,12 +325,96 @@ def _reschedulable(pod: PodInfo) -> bool:
     return pod.annotations.get(wk.DO_NOT_DISRUPT) != "true"
 
 
+_SELECTOR_OPERATORS = {"In": True, "NotIn": True, "Exists": False, "DoesNotExist": False}
+"""Label selector operators, and whether each takes values."""
+
+
+def check_budget(pdb: Mapping[str, Any]) -> None:
+    """Raise ``DecodeError`` naming the field of a PodDisruptionBudget that provisioning cannot
+    read: ``spec`` and ``spec.selector`` not mappings, a ``matchLabels`` value that is not a
+    string, a ``matchExpressions`` entry without a key or a known operator, or with values
+    that do not fit its operator, ``maxUnavailable`` or ``minAvailable`` neither an integer nor
+    a string."""
+    spec = pdb.get("spec")
+    if spec is None:
+        return
+    if not isinstance(spec, Mapping):
+        raise DecodeError("spec", f"expected a mapping, got {_shown(spec)}")
+    for name in ("maxUnavailable", "minAvailable"):
+        value = spec.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | str)):
+            raise DecodeError(
+                f"spec.{name}", f"expected an integer or a percentage, got {_shown(value)}"
+            )
+    selector = spec.get("selector")
+    if selector is None:
+        return
+    if not isinstance(selector, Mapping):
+        raise DecodeError("spec.selector", f"expected a mapping, got {_shown(selector)}")
+    labels = selector.get("matchLabels")
+    if labels is not None and not isinstance(labels, Mapping):
+        raise DecodeError("spec.selector.matchLabels", f"expected a mapping, got {_shown(labels)}")
+    for key, value in (labels or {}).items():
+        if not isinstance(value, str):
+            raise DecodeError(
+                f"spec.selector.matchLabels[{key}]", f"expected a string, got {_shown(value)}"
+            )
+    expressions = selector.get("matchExpressions")
+    path = "spec.selector.matchExpressions"
+    if expressions is not None and not isinstance(expressions, list):
+        raise DecodeError(path, f"expected a list, got {_shown(expressions)}")
+    for i, expression in enumerate(expressions or ()):
+        at = f"{path}[{i}]"
+        if not isinstance(expression, Mapping):
+            raise DecodeError(at, f"expected a mapping, got {_shown(expression)}")
+        key, operator = expression.get("key"), expression.get("operator")
+        if not isinstance(key, str) or not key:
+            raise DecodeError(f"{at}.key", f"expected a non-empty string, got {_shown(key)}")
+        if operator not in _SELECTOR_OPERATORS:
+            raise DecodeError(
+                f"{at}.operator",
+                f"expected one of {', '.join(_SELECTOR_OPERATORS)}, got {_shown(operator)}",
+            )
+        values = expression.get("values")
+        if values is not None and (
+            not isinstance(values, list) or not all(isinstance(v, str) for v in values)
+        ):
+            raise DecodeError(f"{at}.values", f"expected a list of strings, got {_shown(values)}")
+        if _SELECTOR_OPERATORS[operator] != bool(values):
+            need = "takes no values" if values else "needs at least one value"
+            raise DecodeError(f"{at}.values", f"operator {operator} {need}")
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+def budget_selector(pdb: Mapping[str, Any]) -> LabelSelector | None:
+    """The pods a PodDisruptionBudget covers; None covers none: no selector, or one that
+    ``check_budget`` refuses (the Eviction API treats an invalid selector as matching no pod).
+    An empty selector covers every pod of its namespace."""
+    try:
+        check_budget(pdb)
+    except DecodeError:
+        return None
+    spec = pdb.get("spec") or {}
+    return LabelSelector.from_manifest(spec.get("selector"))
+
+
 def _budget(pdb: Mapping[str, Any]) -> tuple[str, LabelSelector | None, bool]:
     """(namespace, selector, allows no eviction ever) of a PodDisruptionBudget."""
     meta = pdb.get("metadata") or {}
-    spec = pdb.get("spec") or {}
-    never = spec.get("maxUnavailable") in (0, "0%") or spec.get("minAvailable") == "100%"
-    selector = LabelSelector.from_manifest(spec.get("selector"))
+    selector = budget_selector(pdb)
+    spec = pdb.get("spec") if selector is not None else None
+    never = isinstance(spec, Mapping) and (
+        spec.get("maxUnavailable") in (0, "0%") or spec.get("minAvailable") == "100%"
+    )
     return str(meta.get("namespace") or "default"), selector, never
 
 

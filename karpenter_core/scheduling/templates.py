@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, parse_quantity, to_milli
-from karpenter_core.scheduling.cluster import claim_capacity
+from karpenter_core.scheduling.cluster import NODES, limit_usage
 from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.taints import Taint, untolerated
 
@@ -26,9 +26,6 @@ if TYPE_CHECKING:
     from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo
 
 __all__ = ["NODES", "Daemon", "NodePoolTemplate", "TypeIndex", "bits", "ports_conflict"]
-
-NODES = "nodes"
-"""The pseudo-resource a NodePool limit may set on the number of nodes."""
 
 
 def ports_conflict(
@@ -167,7 +164,7 @@ class NodePoolTemplate:
         nodeclaims: Sequence[NodeClaim] = (),
     ) -> None:
         """``nodeclaims``: the NodeClaims in flight (no Node yet), which count against the
-        limits as the nodes do (``cluster.claim_capacity``)."""
+        limits with the nodes (``cluster.limit_usage``)."""
         manifest: dict[str, Any] = nodepool.to_manifest()
         spec = manifest.get("spec") or {}
         template = spec.get("template") or {}
@@ -191,14 +188,11 @@ class NodePoolTemplate:
         self.min_values: dict[str, int] = {
             key: r.min_values for key, r in self.requirements.items() if r.min_values
         }
-        for node in existing_nodes:
-            if node.nodepool == self.name:
-                self._consume(node.capacity)
-        if self.remaining and nodeclaims:
+        if self.remaining:
             catalog = {it.name: it for it in instance_types}
-            for claim in nodeclaims:
-                if claim.metadata.labels.get(wk.NODEPOOL) == self.name:
-                    self._consume(claim_capacity(claim, catalog))
+            used = limit_usage(existing_nodes, nodeclaims, catalog).get(self.name, {})
+            for name in self.remaining:
+                self.remaining[name] -= used.get(name, 0)
         self.instance_types = [
             it for it in instance_types if self.requirements.intersects(it.requirements) is None
         ]
@@ -238,23 +232,16 @@ class NodePoolTemplate:
         limited = types if self.limits else []
         self.capacity_index = TypeIndex(limited, [it.capacity for it in limited])
 
-    def _consume(self, capacity: Mapping[str, int], sign: int = 1) -> None:
-        for name in self.remaining:
-            if name == NODES:
-                self.remaining[name] -= sign * 1000
-            else:
-                self.remaining[name] -= sign * capacity.get(name, 0)
-
-    def released(self, nodes: Iterable[NodeInfo] = ()) -> NodePoolTemplate:
+    def released(self, nodes: Sequence[NodeInfo] = ()) -> NodePoolTemplate:
         """A copy for one scheduling run: it shares the compiled instance types and caches, has
-        its own limit counters, and counts the capacity of ``nodes`` of this NodePool as free
-        again (nodes a simulation removes)."""
+        its own limit counters, and gives back what ``nodes`` of this NodePool counted against
+        its limits (nodes a simulation removes; those being deleted counted nothing)."""
         clone = copy.copy(self)
         clone.remaining = dict(self.remaining)
-        if clone.remaining:
-            for node in nodes:
-                if node.nodepool == self.name:
-                    clone._consume(node.capacity, -1)
+        if clone.remaining and nodes:
+            freed = limit_usage(nodes, (), {}).get(self.name, {})
+            for name in clone.remaining:
+                clone.remaining[name] += freed.get(name, 0)
         return clone
 
     def _runs_on(self, instance_type: InstanceType) -> list[Daemon]:

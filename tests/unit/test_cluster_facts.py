@@ -10,6 +10,8 @@ The catalog is ``scheduling_fixtures.CATALOG``; the NodePool allows its on-deman
 from __future__ import annotations
 
 import copy
+import dataclasses
+import logging
 import threading
 from typing import Any, Literal, cast
 
@@ -23,12 +25,13 @@ from karpenter_core.cloudprovider.types import InstanceType
 from karpenter_core.controllers import provisioning
 from karpenter_core.controllers.context import Context
 from karpenter_core.controllers.provisioning import Batcher, Provisioner
-from karpenter_core.manifests import build_snapshot, parse_documents
+from karpenter_core.disruption.candidates import PodDisruptionBudgets
+from karpenter_core.manifests import ManifestError, build_snapshot, parse_documents
 from karpenter_core.manifests.snapshot_builder import SimulationInput
 from karpenter_core.operator.kube import KubeClient
 from karpenter_core.operator.settings import Settings
 from karpenter_core.operator.state import ClusterState
-from karpenter_core.scheduling.scheduler import Results, schedule
+from karpenter_core.scheduling.scheduler import Prepared, Results, schedule
 from tests.unit.scheduling_fixtures import CATALOG
 
 
@@ -321,6 +324,74 @@ def test_the_controller_launches_for_the_daemonset_pods_requests() -> None:
     assert requested_cpu(created) == "2500m"
 
 
+MATCH_FIELDS_PIN = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-x"]}]}
+            ]
+        }
+    }
+}
+"""The pin the DaemonSet controller gives each of its pods: ``matchFields`` on the node's name."""
+
+
+@pytest.mark.parametrize("template_affinity", [True, False])
+def test_a_daemonset_pod_pinned_with_match_fields_sizes_its_daemonset(
+    template_affinity: bool,
+) -> None:
+    """(upstream: "Daemonsets > should remove daemonset node hostname affinity when considering
+    daemonset schedulability") The DaemonSet controller pins each pod with ``matchFields`` on
+    ``metadata.name``, which node requirements do not read: the newest pod (1 CPU) sizes the
+    DaemonSet on every new node, with the template's affinity when it has one, in ``simulate``
+    and in the controller alike."""
+    daemonset = copy.deepcopy(AGENT)
+    if not template_affinity:
+        del daemonset["spec"]["template"]["spec"]["affinity"]
+    pinned = pod(
+        "agent-x",
+        "1",
+        namespace="kube-system",
+        owner="DaemonSet/agent",
+        meta={"labels": {"app": "agent"}},
+        spec={"affinity": MATCH_FIELDS_PIN},
+    )
+    built, results = simulate(nodepool(), daemonset, pinned, pod("web-0", "1500m"))
+    [claim] = results.new_nodeclaims
+    assert claim.requests["cpu"] == 2500
+    [daemon] = built.snapshot.daemonsets
+    expected = (
+        (({"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},),)
+        if template_affinity
+        else ((),)
+    )
+    assert daemon.node_affinity_required == expected
+    provisioner, _, client = controller(nodepool(), daemonset, pinned, pod("web-0", "1500m"))
+    provisioner.provision()
+    [created] = client.created
+    assert requested_cpu(created) == "2500m"
+
+
+def test_simulate_notes_an_unbound_pod_of_a_daemonset() -> None:
+    """A DaemonSet's pod with no node is not pending, as other skipped pods, it gets a note; its
+    requests still size the DaemonSet (it is the newest)."""
+    unbound = pod(
+        "agent-new",
+        "1",
+        namespace="kube-system",
+        owner="DaemonSet/agent",
+        meta={"creationTimestamp": "2025-06-01T00:00:00Z", "labels": {"app": "agent"}},
+    )
+    built, _ = simulate(nodepool(), AGENT, unbound)
+    assert not built.snapshot.pending
+    [daemon] = built.snapshot.daemonsets
+    assert daemon.requests["cpu"] == 1000
+    assert (
+        "skipped Pod kube-system/agent-new: a pod of DaemonSet kube-system/agent with no node is "
+        "not pending (the DaemonSet runs on every new node; its newest pod sizes it)"
+    ) in built.notes
+
+
 # --- a NodeClaim's Node coming up ----------------------------------------------------------------
 
 AGENT_TAINT = {"key": "example.com/agent", "effect": "NoSchedule"}
@@ -334,8 +405,10 @@ def test_simulate_places_pods_on_a_node_still_coming_up(initialized: bool) -> No
     assume pod will schedule to a node with startup taints after initialization") Until the
     Node of a NodeClaim is initialized its startup and ephemeral taints are looked past; the
     Node is not registered yet, so it also carries its NodeClaim's labels (the pod selects its
-    NodePool). Once initialized, a startup taint seen again is a taint."""
-    labels = {wk.NODE_INITIALIZED: "true", wk.NODE_REGISTERED: "true"} if initialized else {}
+    NodePool). Once initialized (and registered, with its NodePool's label: the pod's selector
+    fits it), a startup taint seen again is a taint."""
+    registered = {wk.NODEPOOL: "default", wk.NODE_INITIALIZED: "true", wk.NODE_REGISTERED: "true"}
+    labels = registered if initialized else {}
     taints = [AGENT_TAINT, {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]
     up = node("node-a", labels=labels, taints=taints, providerID="example://default-abc")
     claim = nodeclaim("default-abc", startupTaints=[AGENT_TAINT])
@@ -453,14 +526,21 @@ def test_the_controller_provisions_for_the_pods_of_a_node_being_deleted(how: str
     assert len(client.created) == 1
 
 
-def test_a_node_tainted_for_disruption_starts_a_provisioning_pass(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("how", ["marked", "deleted", "its NodeClaim is being deleted", "tainted"])
+def test_a_node_being_deleted_starts_a_provisioning_pass(
+    monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
-    """(upstream: the provisioner's node trigger) Without pending pods, a node carrying the
-    disrupted taint starts a pass at every resync."""
+    """(upstream: the provisioner's node trigger) Without pending pods, a node marked for
+    deletion or being deleted starts a pass at every resync; a ``karpenter.sh/disrupted`` taint
+    left on a node that is neither does not."""
     monkeypatch.setattr(provisioning, "RESYNC_PERIOD", 0.05)
-    tainted = node("old", taints=[{"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}])
-    provisioner, state, _ = controller(tainted)
+    taint = {"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
+    extra: dict[str, Any] = {"deletionTimestamp": GONE} if how == "deleted" else {}
+    old = node("old", taints=[taint], providerID="example://old-claim", **extra)
+    claim_extra = {"deletionTimestamp": GONE} if how.startswith("its NodeClaim") else {}
+    provisioner, state, _ = controller(old, nodeclaim("old-claim", nodeName="old", **claim_extra))
+    if how == "marked":
+        state.mark_for_deletion(["old"])
     for informer in state.informers():
         informer.synced.set()
     provisioner.batcher = Batcher(0.01, 0.05)
@@ -475,9 +555,65 @@ def test_a_node_tainted_for_disruption_starts_a_provisioning_pass(
     monkeypatch.setattr(provisioner, "provision", counted)
     runner = threading.Thread(target=provisioner.run, args=(stop,), daemon=True)
     runner.start()
-    runner.join(5)
+    runner.join(5 if how != "tainted" else 0.5)
     stop.set()
-    assert len(passes) == 2
+    runner.join(5)
+    assert len(passes) == (1 if how == "tainted" else 2)
+
+
+BAD_BUDGETS = [
+    ({"spec": [1]}, "spec: expected a mapping, got a list"),
+    (
+        {"spec": {"selector": {"matchExpressions": [{"key": "app", "values": ["guarded"]}]}}},
+        "spec.selector.matchExpressions[0].operator: expected one of In, NotIn, Exists, "
+        "DoesNotExist, got null",
+    ),
+    (
+        {"spec": {"selector": {"matchLabels": ["app"]}}},
+        "spec.selector.matchLabels: expected a mapping, got a list",
+    ),
+    ({"spec": {"maxUnavailable": [0]}}, "spec.maxUnavailable: expected an integer or a percentage"),
+]
+
+
+def bad_budget(fields: dict[str, Any]) -> dict[str, Any]:
+    return {**GUARD, **copy.deepcopy(fields)}
+
+
+@pytest.mark.parametrize(("fields", "message"), BAD_BUDGETS)
+def test_simulate_names_the_field_of_a_pod_disruption_budget_it_cannot_read(
+    fields: dict[str, Any], message: str
+) -> None:
+    """A PodDisruptionBudget provisioning cannot read is reported with its field, not a
+    traceback, also when a node is being deleted (its pods are placed again)."""
+    old = node("old", deletionTimestamp=GONE)
+    with pytest.raises(ManifestError) as info:
+        simulate(nodepool(), old, pod("web-0", "1", node="old"), bad_budget(fields))
+    assert f"PodDisruptionBudget default/guard: {message}" in str(info.value)
+
+
+@pytest.mark.parametrize(("fields", "message"), BAD_BUDGETS)
+def test_the_controller_reads_a_pod_disruption_budget_it_cannot_read_as_covering_no_pod(
+    fields: dict[str, Any], message: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bad PodDisruptionBudget from the API (the apiserver validates them, so only a
+    mistake elsewhere gets one here) does not stop provisioning: it covers no pod, as the
+    Eviction API treats an invalid selector, with a warning; disruption reads it the same way."""
+    claim = nodeclaim("old-claim", nodeName="old")
+    labels = {wk.NODEPOOL: "default", wk.NODE_REGISTERED: "true", wk.NODE_INITIALIZED: "true"}
+    old = node("old", labels=labels, providerID="example://old-claim")
+    guarded = pod("guarded", "1", node="old", meta={"labels": {"app": "guarded"}})
+    with caplog.at_level(logging.WARNING, "karpenter.state"):
+        provisioner, state, client = controller(nodepool(), claim, old, guarded, bad_budget(fields))
+    assert f"PodDisruptionBudget default/guard: {message}" in caplog.text
+    state.mark_for_deletion(["old"])
+    results = provisioner.provision()
+    assert results is not None and len(client.created) == 1
+    [launched] = results.new_nodeclaims
+    assert [p.key for p in launched.pods] == ["default/guarded"]
+    snapshot = state.snapshot({})
+    budgets = PodDisruptionBudgets(snapshot.pdbs, snapshot.nodes[0].pods)
+    assert budgets.blocking(snapshot.nodes[0].pods[0]) is None
 
 
 # --- NodePool limits and readiness ---------------------------------------------------------------
@@ -532,6 +668,81 @@ def test_the_controller_falls_back_to_the_next_nodepool_when_nodeclaims_fill_the
     provisioner.provision()
     [created] = client.created
     assert created["metadata"]["labels"][wk.NODEPOOL] == "second"
+
+
+@pytest.mark.parametrize("how", ["its NodeClaim is being deleted", "marked"])
+def test_the_controller_launches_within_a_limit_a_nodeclaim_going_away_no_longer_uses(
+    how: str,
+) -> None:
+    """(upstream: "Resource Limits > should schedule if limits would be met", with cluster
+    state leaving out what is marked for deletion) A NodeClaim with no Node that is being
+    deleted, or marked for deletion, counts against its NodePool's limits neither when the
+    pass plans nor when it creates: the heavier NodePool launches for the pod."""
+    extra = {"deletionTimestamp": GONE} if how.startswith("its") else {}
+    provisioner, state, client = controller(
+        nodepool("first", weight=10, limits={"cpu": "6"}),
+        nodepool("second"),
+        nodeclaim("first-abc", nodepool_name="first", taints=DEDICATED, **extra),
+        pod("p", "3"),
+    )
+    if how == "marked":
+        state.mark_for_deletion(["first-abc"])
+    results = provisioner.provision()
+    assert results is not None and not results.unschedulable
+    [created] = client.created
+    assert created["metadata"]["labels"][wk.NODEPOOL] == "first"
+
+
+def test_a_node_being_deleted_uses_none_of_its_nodepools_limits() -> None:
+    """(upstream: cluster state's NodePool resources leave out nodes marked for deletion) A
+    Node being deleted leaves its NodePool's limits: with 4 of 6 CPU on it, a node of 4 CPU
+    for its pod fits, in ``simulate`` and in the controller."""
+    labels = {wk.NODEPOOL: "default", wk.NODE_REGISTERED: "true", wk.NODE_INITIALIZED: "true"}
+    old = node("old", labels=labels, deletionTimestamp=GONE)
+    objects = (nodepool(limits={"cpu": "6"}), old, pod("web-0", "3", node="old"))
+    built, results = simulate(*objects)
+    assert [p.key for p in built.snapshot.pending] == ["default/web-0"]
+    [launched] = results.new_nodeclaims
+    assert launched.instance_type.name == "c-4"
+    provisioner, _, client = controller(*objects)
+    provisioner.provision()
+    [created] = client.created
+    assert requested_cpu(created) == "3"
+
+
+def test_a_prepared_cluster_gives_back_only_what_its_removed_nodes_counted() -> None:
+    """Disruption's runs on a ``Prepared`` cluster decide as a run compiled from the reduced
+    cluster alone: removing a node being deleted (which counted nothing against the limits)
+    and a live one gives back one node, not two (pods of 5 CPU, one per node)."""
+    labels = {wk.NODEPOOL: "default", wk.NODE_REGISTERED: "true", wk.NODE_INITIALIZED: "true"}
+    built, _ = simulate(
+        nodepool(limits={"nodes": "2"}),
+        node("going", labels=labels, deletionTimestamp=GONE),
+        node("live", labels=labels),
+        *(pod(f"p{i}", "5", spec={"nodeSelector": {wk.NODEPOOL: "default"}}) for i in range(3)),
+    )
+    reduced = dataclasses.replace(built.snapshot, nodes=[])
+    alone = schedule(reduced)
+    prepared = schedule(reduced, prepared=Prepared(built.snapshot))
+    assert len(alone.new_nodeclaims) == len(prepared.new_nodeclaims) == 2
+    assert len(alone.unschedulable) == len(prepared.unschedulable) == 1
+
+
+def test_the_controller_pairs_a_node_with_its_nodeclaim_by_node_name() -> None:
+    """A Node without a providerID yet is its NodeClaim's when the NodeClaim names it
+    (``status.nodeName``), in the controller as in ``simulate``: the NodeClaim being deleted
+    makes the Node being deleted, and it is not also a NodeClaim in flight."""
+    claim = nodeclaim("old-claim", nodeName="old", deletionTimestamp=GONE)
+    labels = {wk.NODEPOOL: "default", wk.NODE_REGISTERED: "true", wk.NODE_INITIALIZED: "true"}
+    objects = (nodepool(), claim, node("old", labels=labels))
+    _, state, _ = controller(*objects)
+    snapshot = state.snapshot({"default": list(CATALOG)})
+    [seen] = snapshot.nodes
+    assert seen.marked_for_deletion and not snapshot.nodeclaims
+    assert state.being_deleted() == ["old"]
+    built, _ = simulate(*objects)
+    [simulated] = built.snapshot.nodes
+    assert simulated.marked_for_deletion
 
 
 NOT_READY = {

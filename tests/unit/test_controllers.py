@@ -51,7 +51,7 @@ from karpenter_core.controllers.termination import drain_plan, termination_deadl
 from karpenter_core.operator.kube import Conflict
 from karpenter_core.operator.settings import Settings
 from karpenter_core.operator.state import ClusterNode, ClusterPod, ClusterState
-from karpenter_core.scheduling.cluster import with_expected_allocatable
+from karpenter_core.scheduling.cluster import limit_usage, with_expected_allocatable
 from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import schedule
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
@@ -223,17 +223,28 @@ def test_nodepool_hash_ignores_requirements_and_order() -> None:
 def test_limit_check_counts_in_flight_claims_and_trims_options() -> None:
     catalog = {it.name: it for it in CATALOG}
     nodepool = _nodepool(limits={"cpu": "10"})
+
+    def used(*claims: NodeClaim) -> dict[str, int]:
+        return limit_usage([], claims, catalog).get("default", {})
+
     in_flight = _claim()  # not launched: counts its largest option, c-8
-    check = limit_check(nodepool, CATALOG, [in_flight], catalog)
+    check = limit_check(nodepool, CATALOG, used(in_flight))
     assert [it.name for it in check.instance_types] == ["c-2"]
     launched_claim = _claim(capacity={"cpu": "4"})
-    check = limit_check(nodepool, CATALOG, [launched_claim], catalog)
+    check = limit_check(nodepool, CATALOG, used(launched_claim))
     assert [it.name for it in check.instance_types] == ["c-2", "c-4"]
-    full = limit_check(nodepool, CATALOG, [in_flight, in_flight], catalog)
+    other = _claim(metadata={"name": "default-def"})
+    full = limit_check(nodepool, CATALOG, used(in_flight, other))
     assert full.instance_types == []
     assert full.blocked is not None and "limit cpu=10" in full.blocked
-    nodes = limit_check(_nodepool(limits={"nodes": "1"}), CATALOG, [in_flight], catalog)
-    assert nodes.blocked is not None and "nodes=1" in nodes.blocked
+    nodes = limit_check(_nodepool(limits={"nodes": "1"}), CATALOG, used(in_flight))
+    assert nodes.blocked is not None and "nodes=1 reached (1 nodes)" in nodes.blocked
+    deleting = _claim(metadata={"deletionTimestamp": "2026-01-01T12:00:00Z", "finalizers": ["f"]})
+    assert [it.name for it in limit_check(nodepool, CATALOG, used(deleting)).instance_types] == [
+        "c-2",
+        "c-4",
+        "c-8",
+    ]
 
 
 def test_in_flight_claims_get_their_smallest_options_allocatable() -> None:
