@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-__all__ = ["ManifestError", "describe_value"]
+__all__ = ["ManifestError"]
 
 
 class ManifestError(Exception):
@@ -22,14 +19,3 @@ class ManifestError(Exception):
         self.field = field
         self.message = " ".join(message.split())
         super().__init__(": ".join(part for part in (source, obj, field, self.message) if part))
-
-
-def describe_value(value: Any) -> str:
-    """A short description of a parsed YAML value for messages: ``a mapping``, ``'text'``, ``3``."""
-    if value is None:
-        return "null"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return repr(value)

@@ -11,7 +11,8 @@ from typing import Any
 
 import yaml
 
-from karpenter_core.manifests.errors import ManifestError, describe_value
+from karpenter_core.manifests.errors import ManifestError
+from karpenter_core.scheduling.snapshot import describe_value
 
 __all__ = ["STDIN", "Document", "load_default_scenario", "load_documents", "parse_documents"]
 

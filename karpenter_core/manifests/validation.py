@@ -16,9 +16,8 @@ from pydantic import ValidationError
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import QuantityError, parse_quantity
 from karpenter_core.cloudprovider.types import InstanceType
-from karpenter_core.manifests.errors import describe_value
 from karpenter_core.scheduling.requirements import Operator, Requirement, RequirementError
-from karpenter_core.scheduling.snapshot import DecodeError
+from karpenter_core.scheduling.snapshot import DecodeError, describe_value
 from karpenter_core.scheduling.taints import EFFECTS
 
 __all__ = [

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import to_milli
 from karpenter_core.apis.v1.nodeclaim import CONDITION_INSTANCE_TERMINATING
-from karpenter_core.scheduling.snapshot import DecodeError
+from karpenter_core.scheduling.snapshot import DecodeError, describe_value
 from karpenter_core.scheduling.taints import Taint, untolerated
 from karpenter_core.scheduling.topology import LabelSelector
 
@@ -339,60 +339,57 @@ def check_budget(pdb: Mapping[str, Any]) -> None:
     if spec is None:
         return
     if not isinstance(spec, Mapping):
-        raise DecodeError("spec", f"expected a mapping, got {_shown(spec)}")
+        raise DecodeError("spec", f"expected a mapping, got {describe_value(spec)}")
     for name in ("maxUnavailable", "minAvailable"):
         value = spec.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | str)):
             raise DecodeError(
-                f"spec.{name}", f"expected an integer or a percentage, got {_shown(value)}"
+                f"spec.{name}", f"expected an integer or a percentage, got {describe_value(value)}"
             )
     selector = spec.get("selector")
     if selector is None:
         return
     if not isinstance(selector, Mapping):
-        raise DecodeError("spec.selector", f"expected a mapping, got {_shown(selector)}")
+        raise DecodeError("spec.selector", f"expected a mapping, got {describe_value(selector)}")
     labels = selector.get("matchLabels")
     if labels is not None and not isinstance(labels, Mapping):
-        raise DecodeError("spec.selector.matchLabels", f"expected a mapping, got {_shown(labels)}")
+        raise DecodeError(
+            "spec.selector.matchLabels", f"expected a mapping, got {describe_value(labels)}"
+        )
     for key, value in (labels or {}).items():
         if not isinstance(value, str):
             raise DecodeError(
-                f"spec.selector.matchLabels[{key}]", f"expected a string, got {_shown(value)}"
+                f"spec.selector.matchLabels[{key}]",
+                f"expected a string, got {describe_value(value)}",
             )
     expressions = selector.get("matchExpressions")
     path = "spec.selector.matchExpressions"
     if expressions is not None and not isinstance(expressions, list):
-        raise DecodeError(path, f"expected a list, got {_shown(expressions)}")
+        raise DecodeError(path, f"expected a list, got {describe_value(expressions)}")
     for i, expression in enumerate(expressions or ()):
         at = f"{path}[{i}]"
         if not isinstance(expression, Mapping):
-            raise DecodeError(at, f"expected a mapping, got {_shown(expression)}")
+            raise DecodeError(at, f"expected a mapping, got {describe_value(expression)}")
         key, operator = expression.get("key"), expression.get("operator")
         if not isinstance(key, str) or not key:
-            raise DecodeError(f"{at}.key", f"expected a non-empty string, got {_shown(key)}")
+            raise DecodeError(
+                f"{at}.key", f"expected a non-empty string, got {describe_value(key)}"
+            )
         if operator not in _SELECTOR_OPERATORS:
             raise DecodeError(
                 f"{at}.operator",
-                f"expected one of {', '.join(_SELECTOR_OPERATORS)}, got {_shown(operator)}",
+                f"expected one of {', '.join(_SELECTOR_OPERATORS)}, got {describe_value(operator)}",
             )
         values = expression.get("values")
         if values is not None and (
             not isinstance(values, list) or not all(isinstance(v, str) for v in values)
         ):
-            raise DecodeError(f"{at}.values", f"expected a list of strings, got {_shown(values)}")
+            raise DecodeError(
+                f"{at}.values", f"expected a list of strings, got {describe_value(values)}"
+            )
         if _SELECTOR_OPERATORS[operator] != bool(values):
             need = "takes no values" if values else "needs at least one value"
             raise DecodeError(f"{at}.values", f"operator {operator} {need}")
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return repr(value)
 
 
 def budget_selector(pdb: Mapping[str, Any]) -> LabelSelector | None:

@@ -29,6 +29,7 @@ __all__ = [
     "NodeInfo",
     "PodInfo",
     "Snapshot",
+    "describe_value",
     "pod_requests",
     "timestamp",
 ]
@@ -43,6 +44,18 @@ class DecodeError(ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+def describe_value(value: Any) -> str:
+    """A short description of a parsed YAML or JSON value for messages: ``a mapping``,
+    ``'text'``, ``3``."""
+    if value is None:
+        return "null"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
 
 
 def _resources(
