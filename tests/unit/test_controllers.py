@@ -31,7 +31,12 @@ from karpenter_core.controllers.nodeclaim.consolidatable import (
 )
 from karpenter_core.controllers.nodeclaim.initialization import initialization_blocker
 from karpenter_core.controllers.nodeclaim.launch import launch_failure, launched
-from karpenter_core.controllers.nodeclaim.lifecycle import Step, next_step, ready_condition
+from karpenter_core.controllers.nodeclaim.lifecycle import (
+    LifecycleController,
+    Step,
+    next_step,
+    ready_condition,
+)
 from karpenter_core.controllers.nodeclaim.liveness import liveness_verdict
 from karpenter_core.controllers.nodeclaim.podevents import (
     DEDUPE_WINDOW,
@@ -659,6 +664,38 @@ def _controller_context(claim: NodeClaim, clock: list[float]) -> tuple[Context, 
         clock=lambda: datetime.fromtimestamp(clock[0], UTC),
     )
     return context, endpoint
+
+
+class _Launches:
+    """A provider that records the NodeClaims it is asked to launch."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+
+    def create(self, nodeclaim: NodeClaim) -> NodeClaim:
+        self.created.append(nodeclaim.metadata.name or "")
+        raise AssertionError("launched before the cluster state synced")
+
+
+def test_the_lifecycle_acts_only_once_every_informer_has_synced() -> None:
+    # After a restart the NodeClaims may be listed before the Nodes or the NodeClasses: a
+    # NodeClaim would look unlaunchable (its NodeClass not found: deleted as without capacity)
+    # or unregistered. Nothing is launched, registered or expired until every informer synced.
+    clock = [NOW.timestamp()]
+    claim = _claim(metadata={"finalizers": ["karpenter.sh/termination"]})
+    assert next_step(claim, None) is Step.LAUNCH
+    context, endpoint = _controller_context(claim, clock)
+    provider = _Launches()
+    context.provider = provider  # type: ignore[assignment]
+    assert not context.state.synced()
+    controller = LifecycleController(context, workers=1)
+    try:
+        controller.reconcile()
+        time.sleep(0.2)
+    finally:
+        controller.close()
+    assert provider.created == []
+    assert endpoint.patches == []
 
 
 def _bound_pod(name: str, scheduled: datetime | None = None) -> dict[str, Any]:

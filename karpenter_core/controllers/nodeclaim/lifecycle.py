@@ -121,9 +121,13 @@ class LifecycleController(LoopController):
         self.workers.shutdown()
 
     def reconcile(self) -> None:
-        """Start the next step of every NodeClaim that has one; enforce liveness."""
+        """Start the next step of every NodeClaim that has one; enforce liveness. Nothing is done
+        before every informer has listed its collection once: a NodeClaim seen before its Node
+        or its NodeClass would look unregistered or unlaunchable, and be deleted."""
         context = self.context
         state = context.state
+        if not state.wait_for_sync(0.5):
+            return
         now = context.now()
         settings = context.settings
         names: set[Any] = set()
