@@ -30,11 +30,10 @@ from karpenter_aws.nodeclass import (
 )
 from karpenter_aws.subnets import tag_filters
 from karpenter_core.apis.labels import ARCH, OS, WINDOWS_BUILD
-from karpenter_core.cloudprovider.types import CloudProviderError
-from karpenter_core.scheduling.requirements import Requirements
+from karpenter_core.sdk.types import CloudProviderError, Requirements
 
 if TYPE_CHECKING:
-    from karpenter_core.cloudprovider.types import InstanceType
+    from karpenter_core.sdk.types import InstanceType
 
 __all__ = [
     "AMI_CACHE_TTL",

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Generic, TypeVar, cast
 
-from karpenter_core.cloudprovider.types import CloudProviderError
+from karpenter_core.sdk.types import CloudProviderError
 
 __all__ = ["Batcher"]
 

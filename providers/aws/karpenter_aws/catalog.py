@@ -39,8 +39,13 @@ from karpenter_aws.instancetype import (
 from karpenter_aws.pricing import PriceBook
 from karpenter_aws.unavailable import UnavailableOfferings
 from karpenter_core.apis import labels as wk
-from karpenter_core.cloudprovider.types import CloudProviderError, InstanceType, Offering
-from karpenter_core.scheduling.requirements import Requirement, Requirements
+from karpenter_core.sdk.types import (
+    CloudProviderError,
+    InstanceType,
+    Offering,
+    Requirement,
+    Requirements,
+)
 
 if TYPE_CHECKING:
     from karpenter_aws.nodeclass import EC2NodeClass

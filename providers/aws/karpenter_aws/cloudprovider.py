@@ -69,9 +69,9 @@ from karpenter_aws.unavailable import UnavailableOfferings
 from karpenter_aws.userdata import BootstrapOptions, UserDataError, build_user_data
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
-from karpenter_core.cloudprovider.nodeclass import launchable_node_class, node_class_ref_readiness
-from karpenter_core.cloudprovider.plugin import ProviderContext
-from karpenter_core.cloudprovider.types import (
+from karpenter_core.sdk.nodeclass import launchable_node_class, node_class_ref_readiness
+from karpenter_core.sdk.record import ProviderContext
+from karpenter_core.sdk.types import (
     CloudProviderError,
     CreateError,
     InstanceType,
@@ -79,9 +79,9 @@ from karpenter_core.cloudprovider.types import (
     NodeClaimNotFound,
     NodeClassReadiness,
     RepairPolicy,
+    Requirements,
     launch_request,
 )
-from karpenter_core.scheduling.requirements import Requirements
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

@@ -21,9 +21,16 @@ from karpenter_aws.labels import (
 )
 from karpenter_aws.nodeclass import ALIAS_FAMILIES, AMI_FAMILY_AL2, KIND, VERSION, EC2NodeClass
 from karpenter_core.apis import labels as wk
-from karpenter_core.convert import Converted, Finding, NodeClassVariant, describe, pop_field
-from karpenter_core.convert.nodepool import metadata
-from karpenter_core.manifests.fields import model_schema, unknown_fields
+from karpenter_core.sdk.convert import (
+    Converted,
+    Finding,
+    NodeClassVariant,
+    describe,
+    metadata,
+    model_schema,
+    pop_field,
+    unknown_fields,
+)
 
 __all__ = ["CLUSTER_PLACEHOLDER", "ROLE_PLACEHOLDER", "AWSConverter"]
 

@@ -21,14 +21,15 @@ from typing import Any
 from karpenter_aws.batcher import Batcher
 from karpenter_aws.errors import AWS_ERRORS
 from karpenter_core.apis import labels as wk
-from karpenter_core.cloudprovider.types import (
+from karpenter_core.sdk.types import (
     CloudProviderError,
     CreateError,
     InstanceType,
     InsufficientCapacity,
     Offering,
+    Requirement,
+    Requirements,
 )
-from karpenter_core.scheduling.requirements import Requirement, Requirements
 
 __all__ = [
     "ICE_ERROR_CODES",

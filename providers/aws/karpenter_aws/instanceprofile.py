@@ -18,7 +18,7 @@ from typing import Any
 from karpenter_aws.labels import LABEL_NODECLASS, TAG_EKS_CLUSTER_NAME, cluster_tag
 from karpenter_aws.nodeclass import EC2NodeClass
 from karpenter_core.apis.labels import TOPOLOGY_REGION
-from karpenter_core.cloudprovider.types import CloudProviderError
+from karpenter_core.sdk.types import CloudProviderError
 
 __all__ = ["PROFILE_CACHE_TTL", "InstanceProfileError", "InstanceProfiles"]
 

@@ -24,7 +24,7 @@ from karpenter_aws.batcher import Batcher
 from karpenter_aws.errors import describe_error, error_code
 from karpenter_aws.labels import PROVIDER_ID_PREFIX, TAG_NODECLAIM, TAG_NODEPOOL, cluster_tag
 from karpenter_core.apis import labels as wk
-from karpenter_core.cloudprovider.types import CloudProviderError, NodeClaimNotFound
+from karpenter_core.sdk.types import CloudProviderError, NodeClaimNotFound
 
 __all__ = [
     "INSTANCE_CACHE_TTL",

@@ -34,8 +34,7 @@ from karpenter_aws.nodeclass import (
 )
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import QuantityError, parse_quantity, to_milli
-from karpenter_core.cloudprovider.types import InstanceType, Offering, Overhead
-from karpenter_core.scheduling.requirements import Requirement, Requirements
+from karpenter_core.sdk.types import InstanceType, Offering, Overhead, Requirement, Requirements
 
 __all__ = [
     "DEFAULT_AMI_FAMILY",

@@ -38,9 +38,9 @@ from karpenter_aws.interruption import (
     parse_message,
 )
 from karpenter_core.apis import labels as wk
-from karpenter_core.cloudprovider.plugin import ProviderContext
-from karpenter_core.cloudprovider.types import CloudProviderError
-from karpenter_core.operator import logs, metrics
+from karpenter_core.sdk.observe import logs, metrics
+from karpenter_core.sdk.record import ProviderContext
+from karpenter_core.sdk.types import CloudProviderError
 
 __all__ = [
     "Action",

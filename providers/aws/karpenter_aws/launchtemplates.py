@@ -30,7 +30,7 @@ from karpenter_aws.nodeclass import (
     AMI_FAMILY_WINDOWS2022,
     AMI_FAMILY_WINDOWS2025,
 )
-from karpenter_core.cloudprovider.types import CloudProviderError, CreateError
+from karpenter_core.sdk.types import CloudProviderError, CreateError
 
 if TYPE_CHECKING:
     from karpenter_aws.nodeclass import BlockDeviceMapping, EC2NodeClass

@@ -32,7 +32,6 @@ from karpenter_aws.labels import (
     TAG_NODECLASS,
     TAG_NODEPOOL,
 )
-from karpenter_core.apis.crdgen import KubeSchema, PrinterColumn, cel, generate_crd
 from karpenter_core.apis.quantity import parse_quantity
 from karpenter_core.apis.v1.common import (
     CONDITION_READY,
@@ -42,7 +41,8 @@ from karpenter_core.apis.v1.common import (
     ObjectMeta,
 )
 from karpenter_core.apis.v1.hashing import spec_hash
-from karpenter_core.cloudprovider.nodeclass import NotReady, not_ready, validation_problems
+from karpenter_core.sdk.crds import KubeSchema, PrinterColumn, cel, generate_crd
+from karpenter_core.sdk.nodeclass import NotReady, not_ready, validation_problems
 
 __all__ = [
     "ALIAS_FAMILIES",
@@ -1044,7 +1044,7 @@ def crd() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    from karpenter_core.cli.crds import render_crd
+    from karpenter_core.sdk.crds import render_crd
 
     header = "# Generated from karpenter_aws.nodeclass: python -m karpenter_aws.nodeclass\n"
     CRD_PATH.write_text(header + render_crd(crd()), encoding="utf-8")

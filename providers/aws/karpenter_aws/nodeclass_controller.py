@@ -42,10 +42,10 @@ from karpenter_aws.nodeclass import (
 from karpenter_aws.securitygroups import resolve_security_groups
 from karpenter_aws.subnets import resolve_subnets
 from karpenter_core.apis.v1.common import CONDITION_READY
-from karpenter_core.cloudprovider.nodeclass import Verdict, stamp_conditions
-from karpenter_core.cloudprovider.plugin import ProviderContext
-from karpenter_core.cloudprovider.types import CloudProviderError
-from karpenter_core.controllers.nodeclass_status import ERROR_RETRY, NodeClassStatusController
+from karpenter_core.sdk.nodeclass import Verdict, stamp_conditions
+from karpenter_core.sdk.record import ProviderContext
+from karpenter_core.sdk.status import ERROR_RETRY, NodeClassStatusController
+from karpenter_core.sdk.types import CloudProviderError
 
 __all__ = ["ERROR_RETRY", "NodeClassController", "kubernetes_minor_version", "resolve_status"]
 

@@ -20,7 +20,7 @@ from karpenter_aws.nodeclass import (
     EC2NodeClass,
 )
 from karpenter_aws.settings import FALLBACK_REGION, OPTIONS, configured_region
-from karpenter_core.cloudprovider.plugin import (
+from karpenter_core.sdk.record import (
     Capability,
     NodeClassInfo,
     ProviderContext,
@@ -31,7 +31,7 @@ from karpenter_core.cloudprovider.plugin import (
 if TYPE_CHECKING:
     from karpenter_aws.conformance import AWSProfile
     from karpenter_aws.convert import AWSConverter
-    from karpenter_core.cloudprovider.types import CloudProvider
+    from karpenter_core.sdk.types import CloudProvider
 
 __all__ = ["karpenter_register_providers"]
 

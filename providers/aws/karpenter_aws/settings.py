@@ -10,8 +10,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from karpenter_core.apis.duration import DurationError, parse_duration
-from karpenter_core.cloudprovider.plugin import ProviderOption
-from karpenter_core.cloudprovider.types import CloudProviderError
+from karpenter_core.sdk.record import ProviderOption
+from karpenter_core.sdk.types import CloudProviderError
 
 __all__ = ["FALLBACK_REGION", "OPTIONS", "AWSSettings", "SettingsError", "configured_region"]
 

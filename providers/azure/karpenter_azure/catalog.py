@@ -36,7 +36,7 @@ from karpenter_azure.pricing import RETAIL_PRICES_URL, PriceBook, http_getter
 from karpenter_azure.skus import Sku, VMSize, list_records, parse_size, read_skus, skip_reason
 from karpenter_azure.unavailable import UnavailableOfferings
 from karpenter_core.apis import labels as wk
-from karpenter_core.cloudprovider.types import CloudProviderError, InstanceType
+from karpenter_core.sdk.types import CloudProviderError, InstanceType
 
 if TYPE_CHECKING:
     from karpenter_azure.clients import AzureClients

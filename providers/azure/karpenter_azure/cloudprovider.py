@@ -72,9 +72,9 @@ from karpenter_azure.settings import AzureSettings
 from karpenter_azure.unavailable import UnavailableOfferings, capacity_error
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
-from karpenter_core.cloudprovider.nodeclass import launchable_node_class, node_class_ref_readiness
-from karpenter_core.cloudprovider.plugin import ProviderContext
-from karpenter_core.cloudprovider.types import (
+from karpenter_core.sdk.nodeclass import launchable_node_class, node_class_ref_readiness
+from karpenter_core.sdk.record import ProviderContext
+from karpenter_core.sdk.types import (
     CloudProviderError,
     CreateError,
     InstanceType,
@@ -82,9 +82,9 @@ from karpenter_core.cloudprovider.types import (
     NodeClassReadiness,
     Offering,
     RepairPolicy,
+    Requirements,
     launch_request,
 )
-from karpenter_core.scheduling.requirements import Requirements
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

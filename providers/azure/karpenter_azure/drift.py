@@ -32,7 +32,7 @@ from karpenter_azure.nodeclass import (
     NodeImage,
     nodeclass_hash,
 )
-from karpenter_core.cloudprovider.types import RepairPolicy
+from karpenter_core.sdk.types import RepairPolicy
 
 __all__ = [
     "DRIFT_IMAGE",

@@ -31,8 +31,7 @@ from karpenter_azure.nodeclass import (
     NodeSelectorRequirement,
 )
 from karpenter_core.apis import labels as wk
-from karpenter_core.cloudprovider.types import CloudProviderError
-from karpenter_core.scheduling.requirements import Requirements
+from karpenter_core.sdk.types import CloudProviderError, Requirements
 
 __all__ = [
     "AKS_AZURE_LINUX_GALLERY",

@@ -26,7 +26,7 @@ from azure.mgmt.core.polling.arm_polling import ARMPolling
 
 from karpenter_azure.settings import AzureSettings
 from karpenter_core.apis import labels as wk
-from karpenter_core.cloudprovider.types import NodeClaimNotFound
+from karpenter_core.sdk.types import NodeClaimNotFound
 
 __all__ = [
     "DELETING",

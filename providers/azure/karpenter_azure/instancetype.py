@@ -32,8 +32,7 @@ from dataclasses import dataclass
 
 from karpenter_azure.skus import Sku
 from karpenter_core.apis import labels as wk
-from karpenter_core.cloudprovider.types import InstanceType, Offering, Overhead
-from karpenter_core.scheduling.requirements import Requirement, Requirements
+from karpenter_core.sdk.types import InstanceType, Offering, Overhead, Requirement, Requirements
 
 __all__ = [
     "AKS_DOMAIN",

@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
-from karpenter_core.apis.crdgen import KubeSchema, PrinterColumn, cel, generate_crd
 from karpenter_core.apis.v1.common import (
     CONDITION_READY,
     Conditions,
@@ -24,7 +23,8 @@ from karpenter_core.apis.v1.common import (
     ObjectMeta,
 )
 from karpenter_core.apis.v1.hashing import spec_hash
-from karpenter_core.cloudprovider.nodeclass import NotReady, not_ready, validation_problems
+from karpenter_core.sdk.crds import KubeSchema, PrinterColumn, cel, generate_crd
+from karpenter_core.sdk.nodeclass import NotReady, not_ready, validation_problems
 
 __all__ = [
     "CONDITION_IMAGES_READY",
@@ -407,7 +407,7 @@ def crd() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    from karpenter_core.cli.crds import render_crd
+    from karpenter_core.sdk.crds import render_crd
 
     header = "# Generated from karpenter_azure.nodeclass: python -m karpenter_azure.nodeclass\n"
     CRD_PATH.parent.mkdir(exist_ok=True)

@@ -51,10 +51,10 @@ from karpenter_azure.nodeclass import (
     nodeclass_hash,
 )
 from karpenter_core.apis.v1.common import CONDITION_READY, Condition
-from karpenter_core.cloudprovider.nodeclass import Verdict, stamp_conditions
-from karpenter_core.cloudprovider.plugin import ProviderContext
-from karpenter_core.cloudprovider.types import CloudProviderError
-from karpenter_core.controllers.nodeclass_status import ERROR_RETRY, NodeClassStatusController
+from karpenter_core.sdk.nodeclass import Verdict, stamp_conditions
+from karpenter_core.sdk.record import ProviderContext
+from karpenter_core.sdk.status import ERROR_RETRY, NodeClassStatusController
+from karpenter_core.sdk.types import CloudProviderError
 
 __all__ = [
     "DEFAULT_RESYNC",

@@ -20,7 +20,7 @@ from karpenter_azure.nodeclass import (
     AKSNodeClass,
 )
 from karpenter_azure.settings import FALLBACK_REGION, OPTIONS
-from karpenter_core.cloudprovider.plugin import (
+from karpenter_core.sdk.record import (
     Capability,
     NodeClassInfo,
     ProviderContext,
@@ -30,7 +30,7 @@ from karpenter_core.cloudprovider.plugin import (
 
 if TYPE_CHECKING:
     from karpenter_azure.conformance import AzureProfile
-    from karpenter_core.cloudprovider.types import CloudProvider
+    from karpenter_core.sdk.types import CloudProvider
 
 __all__ = ["karpenter_register_providers"]
 

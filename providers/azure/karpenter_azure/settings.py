@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from karpenter_core.cloudprovider.plugin import ProviderOption
-from karpenter_core.cloudprovider.types import CloudProviderError
+from karpenter_core.sdk.record import ProviderOption
+from karpenter_core.sdk.types import CloudProviderError
 
 __all__ = [
     "FALLBACK_REGION",

@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from karpenter_azure.instancetype import REGIONAL_ZONE
-from karpenter_core.cloudprovider.types import InsufficientCapacity
+from karpenter_core.sdk.types import InsufficientCapacity
 
 if TYPE_CHECKING:
     from karpenter_azure.instances import ArmError
-    from karpenter_core.cloudprovider.types import InstanceType, Offering
+    from karpenter_core.sdk.types import InstanceType, Offering
 
 __all__ = [
     "ALLOCATION_FAILURE_TTL",

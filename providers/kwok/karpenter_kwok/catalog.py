@@ -15,8 +15,14 @@ from typing import Any
 
 from karpenter_core.apis import labels
 from karpenter_core.apis.quantity import QuantityError, format_quantity, parse_quantity, to_milli
-from karpenter_core.cloudprovider.types import CloudProviderError, InstanceType, Offering, Overhead
-from karpenter_core.scheduling.requirements import Requirement, Requirements
+from karpenter_core.sdk.types import (
+    CloudProviderError,
+    InstanceType,
+    Offering,
+    Overhead,
+    Requirement,
+    Requirements,
+)
 from karpenter_kwok.labels import INSTANCE_CPU, INSTANCE_FAMILY, INSTANCE_MEMORY, INSTANCE_SIZE
 
 __all__ = [

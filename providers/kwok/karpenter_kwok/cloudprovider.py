@@ -25,8 +25,8 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, parse_quantity
 from karpenter_core.apis.v1.common import NodeClassReference
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
-from karpenter_core.cloudprovider.plugin import ProviderContext
-from karpenter_core.cloudprovider.types import (
+from karpenter_core.sdk.record import ProviderContext
+from karpenter_core.sdk.types import (
     CloudProviderError,
     InstanceType,
     InsufficientCapacity,

@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from karpenter_core.cloudprovider.types import CloudProviderError
+from karpenter_core.sdk.types import CloudProviderError
 
 __all__ = [
     "ERRORS_ENV",

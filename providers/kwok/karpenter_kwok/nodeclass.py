@@ -8,7 +8,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from karpenter_core.apis.crdgen import KubeSchema, generate_crd
 from karpenter_core.apis.duration import parse_duration
 from karpenter_core.apis.v1.common import (
     CONDITION_READY,
@@ -18,6 +17,7 @@ from karpenter_core.apis.v1.common import (
     KubeObject,
     ObjectMeta,
 )
+from karpenter_core.sdk.crds import KubeSchema, generate_crd
 from karpenter_kwok.labels import GROUP
 
 __all__ = [
@@ -108,7 +108,7 @@ def crd() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    from karpenter_core.cli.crds import render_crd
+    from karpenter_core.sdk.crds import render_crd
 
     header = "# Generated from karpenter_kwok.nodeclass: python -m karpenter_kwok.nodeclass\n"
     CRD_PATH.write_text(header + render_crd(crd()), encoding="utf-8")

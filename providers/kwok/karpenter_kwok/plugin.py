@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from karpenter_core.cloudprovider.plugin import (
+from karpenter_core.sdk.record import (
     Capability,
     NodeClassInfo,
     ProviderContext,
@@ -23,7 +23,7 @@ from karpenter_kwok.labels import GROUP
 from karpenter_kwok.nodeclass import KIND, PLURAL, VERSION, KWOKNodeClass
 
 if TYPE_CHECKING:
-    from karpenter_core.cloudprovider.types import CloudProvider
+    from karpenter_core.sdk.types import CloudProvider
     from karpenter_kwok.conformance import KWOKProfile
 
 __all__ = ["karpenter_register_providers"]

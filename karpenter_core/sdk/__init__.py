@@ -1,0 +1,25 @@
+"""The provider SDK: everything a cloud provider needs from the core, in one versioned place.
+
+A provider distribution imports from the core only this package's modules and
+``karpenter_core.apis`` (an import-linter contract keeps it so). The modules re-export the
+core's provider-facing names from wherever the core's layers keep them, and hold the machinery
+two providers would otherwise each write: so the core can move its insides without breaking a
+provider, and a provider written today keeps working until ``API_VERSION`` changes.
+
+- ``record``: the registration record, the factory's context, option declarations, ``hookimpl``.
+- ``types``: the ``CloudProvider`` protocol, instance types and offerings, the errors a provider
+  raises, and the requirement algebra.
+- ``nodeclass``: NodeClass readiness, conditions and the wording of a manifest's problems.
+- ``status``: the NodeClass status controller a provider subclasses.
+- ``crds``: NodeClass CRD generation and rendering.
+- ``convert``: what a NodeClass converter for ``karpenter convert`` builds on.
+- ``observe``: structured logs and the metrics registry.
+
+Compatibility: a change to these modules either stays compatible (new optional names, new
+optional record fields) or raises ``API_VERSION``; discovery refuses a provider built for
+another version with a message naming what changed.
+"""
+
+from karpenter_core.cloudprovider.plugin import API_VERSION
+
+__all__ = ["API_VERSION"]
