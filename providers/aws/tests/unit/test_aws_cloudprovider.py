@@ -21,12 +21,9 @@ from pydantic import ValidationError
 
 from karpenter_aws import moto_account
 from karpenter_aws.amis import AMIResolver
-from karpenter_aws.cloudprovider import (
-    AWSCloudProvider,
-    cluster_dns_ip,
-    launch_tags,
-    node_labels,
-)
+from karpenter_aws.cloudprovider import AWSCloudProvider
+from karpenter_aws.cluster import cluster_dns_ip
+from karpenter_aws.launcher import launch_tags, node_labels
 from karpenter_aws.moto_account import AWSEnv
 from karpenter_aws.nodeclass import (
     HASH_ANNOTATION,
