@@ -102,6 +102,11 @@ _INSTANCE_LABELS = (
 )
 """The provider's instance labels; those a type lacks are DoesNotExist requirements."""
 _ABSENT = {key: Requirement(key, False) for key in (*_INSTANCE_LABELS, wk.WINDOWS_BUILD)}
+_GPU_RESOURCES = {
+    "NVIDIA": RESOURCE_NVIDIA_GPU,
+    "AMD": RESOURCE_AMD_GPU,
+    "Habana": RESOURCE_HABANA_GAUDI,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,37 +203,21 @@ def _label(key: str, value: object) -> Requirement:
     return _single(key, str(value))
 
 
-def shape(info: Mapping[str, Any]) -> Shape | None:
-    """Parse a DescribeInstanceTypes entry; None for types Karpenter does not launch
-    (not hvm when that is stated, or neither x86_64 nor arm64)."""
+def _architecture(info: Mapping[str, Any]) -> str | None:
+    """The ``kubernetes.io/arch`` of a type Karpenter launches; None when it is not hvm (when
+    that is stated) or neither x86_64 nor arm64."""
     virtualization = info.get("SupportedVirtualizationTypes")
     if virtualization is not None and "hvm" not in virtualization:
         return None
-    processor = info.get("ProcessorInfo") or {}
-    architectures: Sequence[str] = processor.get("SupportedArchitectures") or ()
-    arch = next((ARCHITECTURES[a] for a in architectures if a in ARCHITECTURES), None)
-    if arch is None:
-        return None
-    name: str = info["InstanceType"]
-    vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
-    memory_mib = int(info["MemoryInfo"]["SizeInMiB"])
-    network = info.get("NetworkInfo") or {}
-    cards = network.get("NetworkCards") or ()
-    default_card = int(network.get("DefaultNetworkCardIndex") or 0)
-    enis = int(cards[default_card].get("MaximumNetworkInterfaces", 0)) if cards else 0
-    capacity_types = frozenset(info.get("SupportedUsageClasses") or ()) & _CAPACITY_TYPES
+    architectures: Sequence[str] = (info.get("ProcessorInfo") or {}).get(
+        "SupportedArchitectures"
+    ) or ()
+    return next((ARCHITECTURES[a] for a in architectures if a in ARCHITECTURES), None)
 
-    reqs: list[Requirement] = [
-        _label(wk.INSTANCE_TYPE, name),
-        _label(wk.ARCH, arch),
-        _label(labels.LABEL_INSTANCE_CPU, vcpus),
-        _label(labels.LABEL_INSTANCE_MEMORY, memory_mib),
-        _label(labels.LABEL_INSTANCE_HYPERVISOR, info.get("Hypervisor") or ""),
-        _label(
-            labels.LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT,
-            "true" if network.get("EncryptionInTransitSupported") else "false",
-        ),
-    ]
+
+def _name_labels(name: str) -> list[Requirement]:
+    """Category, generation, family, size and flex, read from the type's name."""
+    reqs = []
     parts = _CATEGORY.match(name)
     if parts is not None:
         reqs.append(_label(labels.LABEL_INSTANCE_CATEGORY, parts.group(1)))
@@ -240,92 +229,139 @@ def shape(info: Mapping[str, Any]) -> Shape | None:
     reqs.append(
         _label(labels.LABEL_INSTANCE_CAPABILITY_FLEX, "true" if "-flex" in family else "false")
     )
+    return reqs
+
+
+def _local_storage(info: Mapping[str, Any]) -> tuple[int | None, list[Requirement]]:
+    """GB of instance store (None without), and its local-nvme label when it is NVMe."""
     storage = info.get("InstanceStorageInfo")
-    local_storage_gb = None
-    if storage is not None and storage.get("TotalSizeInGB") is not None:
-        local_storage_gb = int(storage["TotalSizeInGB"])
-        if storage.get("NvmeSupport") != "unsupported":
-            reqs.append(_label(labels.LABEL_INSTANCE_LOCAL_NVME, local_storage_gb))
+    if storage is None or storage.get("TotalSizeInGB") is None:
+        return None, []
+    local_storage_gb = int(storage["TotalSizeInGB"])
+    if storage.get("NvmeSupport") == "unsupported":
+        return local_storage_gb, []
+    return local_storage_gb, [_label(labels.LABEL_INSTANCE_LOCAL_NVME, local_storage_gb)]
+
+
+def _hardware_labels(info: Mapping[str, Any]) -> list[Requirement]:
+    """Network bandwidth, CPU manufacturer and clock speed, and EBS bandwidth, when stated."""
+    reqs = []
+    cards = (info.get("NetworkInfo") or {}).get("NetworkCards") or ()
     bandwidth = [c["BaselineBandwidthInGbps"] for c in cards if "BaselineBandwidthInGbps" in c]
     if bandwidth:
         megabits = round(sum(bandwidth) * 1000)
         reqs.append(_label(labels.LABEL_INSTANCE_NETWORK_BANDWIDTH, megabits))
+    processor = info.get("ProcessorInfo") or {}
     if processor:
-        reqs.append(
-            _label(
-                labels.LABEL_INSTANCE_CPU_MANUFACTURER, _kebab(processor.get("Manufacturer", ""))
-            )
-        )
+        manufacturer = _kebab(processor.get("Manufacturer", ""))
+        reqs.append(_label(labels.LABEL_INSTANCE_CPU_MANUFACTURER, manufacturer))
         mhz = math.floor(float(processor.get("SustainedClockSpeedInGhz") or 0) * 1000 + 0.5)
         reqs.append(_label(labels.LABEL_INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ, mhz))
     ebs = info.get("EbsInfo") or {}
     if ebs.get("EbsOptimizedSupport") == "default" and ebs.get("EbsOptimizedInfo"):
         ebs_mbps = ebs["EbsOptimizedInfo"].get("MaximumBandwidthInMbps", 0)
         reqs.append(_label(labels.LABEL_INSTANCE_EBS_BANDWIDTH, ebs_mbps))
+    return reqs
 
-    extended: dict[str, int] = {}
+
+def _gpus(info: Mapping[str, Any]) -> tuple[list[Requirement], dict[str, int]]:
+    """The GPU labels (for a type with one kind of GPU) and GPU counts by resource."""
+    counts: dict[str, int] = {}
     gpus: Sequence[Any] = (info.get("GpuInfo") or {}).get("Gpus") or ()
     for gpu in gpus:
-        resource = {
-            "NVIDIA": RESOURCE_NVIDIA_GPU,
-            "AMD": RESOURCE_AMD_GPU,
-            "Habana": RESOURCE_HABANA_GAUDI,
-        }.get(gpu.get("Manufacturer", ""))
+        resource = _GPU_RESOURCES.get(gpu.get("Manufacturer", ""))
         if resource is not None:
-            extended[resource] = extended.get(resource, 0) + int(gpu.get("Count", 0))
-    if len(gpus) == 1:
-        gpu = gpus[0]
-        reqs.append(_label(labels.LABEL_INSTANCE_GPU_NAME, _kebab(gpu.get("Name", ""))))
-        reqs.append(
-            _label(labels.LABEL_INSTANCE_GPU_MANUFACTURER, _kebab(gpu.get("Manufacturer", "")))
-        )
-        reqs.append(_label(labels.LABEL_INSTANCE_GPU_COUNT, gpu.get("Count", 0)))
-        gpu_memory = (gpu.get("MemoryInfo") or {}).get("SizeInMiB", 0)
-        reqs.append(_label(labels.LABEL_INSTANCE_GPU_MEMORY, gpu_memory))
-    neuron: Sequence[Any] = (info.get("NeuronInfo") or {}).get("NeuronDevices") or ()
+            counts[resource] = counts.get(resource, 0) + int(gpu.get("Count", 0))
+    if len(gpus) != 1:
+        return [], counts
+    gpu = gpus[0]
+    gpu_memory = (gpu.get("MemoryInfo") or {}).get("SizeInMiB", 0)
+    return [
+        _label(labels.LABEL_INSTANCE_GPU_NAME, _kebab(gpu.get("Name", ""))),
+        _label(labels.LABEL_INSTANCE_GPU_MANUFACTURER, _kebab(gpu.get("Manufacturer", ""))),
+        _label(labels.LABEL_INSTANCE_GPU_COUNT, gpu.get("Count", 0)),
+        _label(labels.LABEL_INSTANCE_GPU_MEMORY, gpu_memory),
+    ], counts
+
+
+def _accelerator_labels(name: str, manufacturer: str, count: object) -> list[Requirement]:
+    """The accelerator name, manufacturer and count labels."""
+    return [
+        _label(labels.LABEL_INSTANCE_ACCELERATOR_NAME, _kebab(name)),
+        _label(labels.LABEL_INSTANCE_ACCELERATOR_MANUFACTURER, manufacturer),
+        _label(labels.LABEL_INSTANCE_ACCELERATOR_COUNT, count),
+    ]
+
+
+def _accelerators(info: Mapping[str, Any]) -> tuple[list[Requirement], dict[str, int]]:
+    """The accelerator labels (an inference accelerator, or one kind of Neuron device) and the
+    Neuron device and core counts."""
+    reqs: list[Requirement] = []
+    counts: dict[str, int] = {}
     accelerators: Sequence[Any] = (info.get("InferenceAcceleratorInfo") or {}).get(
         "Accelerators"
     ) or ()
     if len(accelerators) == 1 and not info.get("NeuronInfo"):
         accelerator = accelerators[0]
-        reqs.append(
-            _label(labels.LABEL_INSTANCE_ACCELERATOR_NAME, _kebab(accelerator.get("Name", "")))
+        manufacturer = _kebab(accelerator.get("Manufacturer", ""))
+        reqs += _accelerator_labels(
+            accelerator.get("Name", ""), manufacturer, accelerator.get("Count", 0)
         )
-        reqs.append(
-            _label(
-                labels.LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
-                _kebab(accelerator.get("Manufacturer", "")),
-            )
-        )
-        reqs.append(_label(labels.LABEL_INSTANCE_ACCELERATOR_COUNT, accelerator.get("Count", 0)))
+    neuron: Sequence[Any] = (info.get("NeuronInfo") or {}).get("NeuronDevices") or ()
     if neuron:
-        devices = sum(int(d.get("Count", 0)) for d in neuron)
-        extended[RESOURCE_NEURON] = devices
+        counts[RESOURCE_NEURON] = sum(int(d.get("Count", 0)) for d in neuron)
         first = neuron[0]
         cores = int(first.get("Count", 0)) * int((first.get("CoreInfo") or {}).get("Count", 0))
         if cores:
-            extended[RESOURCE_NEURON_CORE] = cores
+            counts[RESOURCE_NEURON_CORE] = cores
         if len(neuron) == 1:
-            reqs.append(
-                _label(labels.LABEL_INSTANCE_ACCELERATOR_NAME, _kebab(first.get("Name", "")))
-            )
-            reqs.append(_label(labels.LABEL_INSTANCE_ACCELERATOR_MANUFACTURER, "aws"))
-            reqs.append(_label(labels.LABEL_INSTANCE_ACCELERATOR_COUNT, first.get("Count", 0)))
-    extended = {k: v * 1000 for k, v in extended.items() if v}
+            reqs += _accelerator_labels(first.get("Name", ""), "aws", first.get("Count", 0))
+    return reqs, counts
+
+
+def shape(info: Mapping[str, Any]) -> Shape | None:
+    """Parse a DescribeInstanceTypes entry; None for types Karpenter does not launch
+    (not hvm when that is stated, or neither x86_64 nor arm64)."""
+    arch = _architecture(info)
+    if arch is None:
+        return None
+    name: str = info["InstanceType"]
+    vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
+    memory_mib = int(info["MemoryInfo"]["SizeInMiB"])
+    network = info.get("NetworkInfo") or {}
+    encryption = "true" if network.get("EncryptionInTransitSupported") else "false"
+    reqs: list[Requirement] = [
+        _label(wk.INSTANCE_TYPE, name),
+        _label(wk.ARCH, arch),
+        _label(labels.LABEL_INSTANCE_CPU, vcpus),
+        _label(labels.LABEL_INSTANCE_MEMORY, memory_mib),
+        _label(labels.LABEL_INSTANCE_HYPERVISOR, info.get("Hypervisor") or ""),
+        _label(labels.LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT, encryption),
+        *_name_labels(name),
+    ]
+    local_storage_gb, storage_labels = _local_storage(info)
+    gpu_labels, gpus = _gpus(info)
+    accelerator_labels, accelerators = _accelerators(info)
+    reqs += [*storage_labels, *_hardware_labels(info), *gpu_labels, *accelerator_labels]
     present = {r.key for r in reqs}
     reqs.extend(_ABSENT[key] for key in _INSTANCE_LABELS if key not in present)
-    efa = int(((network.get("EfaInfo") or {}).get("MaximumEfaInterfaces")) or 0)
+    extended = {k: v * 1000 for k, v in {**gpus, **accelerators}.items() if v}
+    cards = network.get("NetworkCards") or ()
+    default_card = int(network.get("DefaultNetworkCardIndex") or 0)
+    architectures: Sequence[str] = (info.get("ProcessorInfo") or {}).get(
+        "SupportedArchitectures"
+    ) or ()
     return Shape(
         name=name,
         vcpus=vcpus,
         memory_mib=memory_mib,
         arm64=bool(architectures) and architectures[0] == "arm64",
-        enis=enis,
+        enis=int(cards[default_card].get("MaximumNetworkInterfaces", 0)) if cards else 0,
         ipv4_per_eni=int(network.get("Ipv4AddressesPerInterface") or 0),
-        capacity_types=capacity_types,
+        capacity_types=frozenset(info.get("SupportedUsageClasses") or ()) & _CAPACITY_TYPES,
         requirements=Requirements(reqs),
         extended=extended,
-        efa=efa,
+        efa=int(((network.get("EfaInfo") or {}).get("MaximumEfaInterfaces")) or 0),
         local_storage_gb=local_storage_gb,
     )
 
@@ -377,19 +413,11 @@ def _overrides(pairs: Iterable[tuple[str, str]]) -> dict[str, int]:
     return out
 
 
-def build(
-    shape: Shape,
-    options: BuildOptions,
-    zones: Mapping[str, str],
-    offerings: Sequence[Offering],
-) -> InstanceType | None:
-    """The core InstanceType for ``shape`` under ``options``, offered in ``zones`` (name to zone
-    id, "" when unknown) with ``offerings``; None when the AMI family cannot run it (Windows on
-    arm64)."""
+def _requirements(shape: Shape, options: BuildOptions, zones: Mapping[str, str]) -> Requirements:
+    """The shape's requirements with the OS, zones, zone IDs, capacity types, region and
+    Windows build."""
     family = options.ami_family
     windows = family in WINDOWS_BUILDS
-    if windows and shape.arm64:
-        return None
     requirements = shape.requirements.copy()
     zone_ids = frozenset(zone_id for zone_id in zones.values() if zone_id)
     added = [
@@ -405,32 +433,54 @@ def build(
         _label(wk.WINDOWS_BUILD, WINDOWS_BUILDS[family]) if windows else _ABSENT[wk.WINDOWS_BUILD]
     )
     requirements.add(*added)
+    return requirements
 
+
+def _pods(shape: Shape, options: BuildOptions) -> int:
+    """kubelet maxPods, else 110 on Windows or the ENI limit; capped by podsPerCore (but not on
+    Bottlerocket)."""
     if options.max_pods is not None:
         pods = options.max_pods
-    elif windows:
+    elif options.ami_family in WINDOWS_BUILDS:
         pods = _WINDOWS_PODS
     else:
         pods = shape.eni_limited_pods(options.reserved_enis)
-    if options.pods_per_core and family != "Bottlerocket":
+    if options.pods_per_core and options.ami_family != "Bottlerocket":
         pods = min(options.pods_per_core * shape.vcpus, pods)
+    return pods
 
-    memory = shape.memory_bytes(options.vm_memory_overhead_percent)
-    storage = options.ephemeral_storage
-    if options.instance_store_raid0 and shape.local_storage_gb is not None:
-        storage = shape.local_storage_gb * 10**9
+
+def _capacity(shape: Shape, options: BuildOptions, pods: int) -> dict[str, int]:
+    """Capacity in thousandths: cpu, memory, ephemeral storage, pods and extended resources."""
+    storage = _ephemeral_storage(shape, options)
     capacity = {
         "cpu": shape.vcpus * 1000,
-        "memory": memory * 1000,
+        "memory": shape.memory_bytes(options.vm_memory_overhead_percent) * 1000,
         "ephemeral-storage": storage * 1000,
         "pods": pods * 1000,
     }
     capacity.update(shape.extended)
     if shape.efa:
         capacity[RESOURCE_EFA] = shape.efa * 1000
-    if windows and shape.ipv4_per_eni:
+    if options.ami_family in WINDOWS_BUILDS and shape.ipv4_per_eni:
         capacity[RESOURCE_PRIVATE_IPV4] = (shape.ipv4_per_eni - 1) * 1000
+    return capacity
 
+
+def _ephemeral_storage(shape: Shape, options: BuildOptions) -> int:
+    """Bytes: the instance store under RAID0 when the type has one, else the root volume."""
+    if options.instance_store_raid0 and shape.local_storage_gb is not None:
+        return shape.local_storage_gb * 10**9
+    return options.ephemeral_storage
+
+
+def _overhead(shape: Shape, options: BuildOptions, pods: int) -> Overhead:
+    """kube-reserved (upstream's formulas unless set), system-reserved and the hard eviction
+    thresholds."""
+    family = options.ami_family
+    windows = family in WINDOWS_BUILDS
+    memory = shape.memory_bytes(options.vm_memory_overhead_percent)
+    storage = _ephemeral_storage(shape, options)
     overhead_pods = pods if windows or family == "Bottlerocket" else shape.eni_limited_pods(0)
     kube_reserved = {
         "cpu": _kube_reserved_cpu(shape.vcpus),
@@ -449,12 +499,32 @@ def build(
         milli = _signal_milli(memory if resource == "memory" else storage, value)
         if milli is not None:
             eviction[resource] = milli
-    overhead = Overhead(
+    return Overhead(
         kube_reserved=kube_reserved,
         system_reserved=_overrides(options.system_reserved),
         eviction_threshold=eviction,
     )
-    return InstanceType(shape.name, requirements, offerings, capacity, overhead)
+
+
+def build(
+    shape: Shape,
+    options: BuildOptions,
+    zones: Mapping[str, str],
+    offerings: Sequence[Offering],
+) -> InstanceType | None:
+    """The core InstanceType for ``shape`` under ``options``, offered in ``zones`` (name to zone
+    id, "" when unknown) with ``offerings``; None when the AMI family cannot run it (Windows on
+    arm64)."""
+    if options.ami_family in WINDOWS_BUILDS and shape.arm64:
+        return None
+    pods = _pods(shape, options)
+    return InstanceType(
+        shape.name,
+        _requirements(shape, options, zones),
+        offerings,
+        _capacity(shape, options, pods),
+        _overhead(shape, options, pods),
+    )
 
 
 def instance_type(

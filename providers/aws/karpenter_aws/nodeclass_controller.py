@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from karpenter_aws.amis import AMIResolver
 from karpenter_aws.errors import AWS_ERRORS, describe_error
@@ -35,8 +35,11 @@ from karpenter_aws.nodeclass import (
     KIND,
     PLURAL,
     VERSION,
+    AMIStatus,
     EC2NodeClass,
     EC2NodeClassStatus,
+    SecurityGroupStatus,
+    SubnetStatus,
     nodeclass_hash,
 )
 from karpenter_aws.securitygroups import resolve_security_groups
@@ -85,25 +88,28 @@ def _resolve_part(
     return value, Verdict.true(condition)
 
 
-def resolve_status(
+class _Parts(NamedTuple):
+    """What the selector terms resolved to, with the verdict on each part by condition."""
+
+    subnets: list[SubnetStatus]
+    security_groups: list[SecurityGroupStatus]
+    amis: list[AMIStatus]
+    instance_profile: str | None
+    outcomes: dict[str, Verdict]
+
+
+def _resolve_parts(
     node_class: EC2NodeClass,
     *,
     ec2: Any,
     amis: AMIResolver,
     profiles: InstanceProfiles,
     kubernetes_version: str,
-    now: datetime,
-) -> tuple[dict[str, Any], bool]:
-    """The status ``node_class`` should have (camelCase JSON) and whether an AWS call failed.
-
-    A resolution that fails keeps the previously resolved values of that part and sets its
-    condition False with the error. Conditions keep their lastTransitionTime unless their status
-    changes.
-    """
+) -> _Parts:
+    """Resolve subnets, security groups, AMIs and the instance profile, each judged."""
     previous = node_class.status
     spec = node_class.spec
     outcomes: dict[str, Verdict] = {}
-
     subnets, outcomes[CONDITION_SUBNETS_READY] = _resolve_part(
         CONDITION_SUBNETS_READY,
         lambda: resolve_subnets(ec2, spec.subnet_selector_terms),
@@ -137,7 +143,11 @@ def resolve_status(
         failed=("InstanceProfileResolutionFailed", "ensuring the instance profile"),
         refused=None,
     )
+    return _Parts(subnets, groups, images, profile, outcomes)
 
+
+def _judge(outcomes: dict[str, Verdict]) -> None:
+    """Add ValidationSucceeded (every dependency True) and Ready (every condition True)."""
     waiting = [name for name in DEPENDENCIES if outcomes[name].status != "True"]
     outcomes[CONDITION_VALIDATION_SUCCEEDED] = (
         Verdict(
@@ -159,22 +169,46 @@ def resolve_status(
         else Verdict.true(CONDITION_READY)
     )
 
+
+def resolve_status(
+    node_class: EC2NodeClass,
+    *,
+    ec2: Any,
+    amis: AMIResolver,
+    profiles: InstanceProfiles,
+    kubernetes_version: str,
+    now: datetime,
+) -> tuple[dict[str, Any], bool]:
+    """The status ``node_class`` should have (camelCase JSON) and whether an AWS call failed.
+
+    A resolution that fails keeps the previously resolved values of that part and sets its
+    condition False with the error. Conditions keep their lastTransitionTime unless their status
+    changes.
+    """
+    parts = _resolve_parts(
+        node_class,
+        ec2=ec2,
+        amis=amis,
+        profiles=profiles,
+        kubernetes_version=kubernetes_version,
+    )
+    _judge(parts.outcomes)
     conditions = stamp_conditions(
-        outcomes,
-        previous.conditions,
+        parts.outcomes,
+        node_class.status.conditions,
         now,
         node_class.metadata.generation,
     )
     status = EC2NodeClassStatus(
-        subnets=subnets,
-        security_groups=groups,
-        amis=images,
-        instance_profile=profile,
+        subnets=parts.subnets,
+        security_groups=parts.security_groups,
+        amis=parts.amis,
+        instance_profile=parts.instance_profile,
         conditions=conditions,
     )
     return (
         status.model_dump(mode="json", by_alias=True, exclude_none=True),
-        any(outcome.cloud_error for outcome in outcomes.values()),
+        any(outcome.cloud_error for outcome in parts.outcomes.values()),
     )
 
 
