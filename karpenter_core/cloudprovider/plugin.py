@@ -38,6 +38,7 @@ __all__ = [
     "hookspec",
     "option_env",
     "option_flag",
+    "option_key",
     "provider_settings",
 ]
 

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from karpenter_core.cli.providers import as_json
 from karpenter_core.cloudprovider.plugin import OptionConflict, option_key, provider_settings
+from karpenter_core.cloudprovider.registry import Registry
 from karpenter_core.sdk.record import ProviderOption, ProviderRecord, option_env, option_flag
 
 
@@ -103,4 +105,21 @@ def test_several_providers_read_prefixed_names_and_unshared_aliases() -> None:
         "region": "westeurope",
         "cluster-name": "c",
         "subscription-id": "s",  # --subscription-id: only azure declares it
+    }
+
+
+def test_karpenter_providers_lists_each_options_names() -> None:
+    registry = Registry(
+        records={"aws": AWS}, distributions={"aws": ("karpenter-aws", "0")}, failures=[]
+    )
+
+    (listed,) = as_json(registry)["providers"]
+
+    assert listed["options"][0] == {
+        "name": "region",
+        "flag": "--aws-region",
+        "env": "KARPENTER_AWS_REGION",
+        "formerEnv": "AWS_REGION",
+        "default": None,
+        "help": "h",
     }
