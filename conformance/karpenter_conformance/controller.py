@@ -25,7 +25,7 @@ from typing import Any
 from karpenter_conformance.identity import service_account_kubeconfig
 from karpenter_conformance.waiting import wait_until
 from karpenter_core import rbac
-from karpenter_core.cloudprovider.plugin import ProviderRecord
+from karpenter_core.cloudprovider.plugin import ProviderRecord, option_flag
 from karpenter_core.operator.kube import KubeClient
 
 __all__ = ["ControllerProcess", "controller_identity", "free_port"]
@@ -55,7 +55,8 @@ class ControllerProcess:
     """``karpenter controller`` in a subprocess; its log goes to a file in ``log_dir``.
 
     ``env`` is laid over this process's environment (settings such as timers; ``KUBECONFIG``
-    is dropped so only ``kubeconfig`` counts); ``options`` become ``--name value`` flags."""
+    is dropped so only ``kubeconfig`` counts); ``options``, keyed by the provider's option names,
+    become ``--<provider>-<name> value`` flags."""
 
     def __init__(
         self,
@@ -85,7 +86,7 @@ class ControllerProcess:
             str(kubeconfig),
         ]
         for option, value in (options or {}).items():
-            command += [f"--{option}", value]
+            command += [option_flag(provider, option), value]
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 command,

@@ -9,7 +9,7 @@ deletes the Nodes it created whose instance is gone. The provider contract used 
 only. ``plan`` and ``node_manifest`` decide, purely; ``Registrar`` does the I/O.
 
 Run it beside a controller: ``python -m karpenter_conformance.registrar --provider aws
---kubeconfig ... --cluster-name ... --aws-endpoint-url ...`` (the provider's options, as for
+--kubeconfig ... --aws-cluster-name ... --aws-endpoint-url ...`` (the provider's options, as for
 ``karpenter controller``).
 """
 
@@ -277,6 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ProviderContext,
         ProviderOption,
         ProviderRecord,
+        option_env,
+        option_flag,
     )
     from karpenter_core.cloudprovider.registry import UnknownProviderError, discover
     from karpenter_core.cloudprovider.types import CloudProviderError
@@ -305,8 +307,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(str(error))
         options = record.options
     for option in options:
-        env = f" [env {option.env}]" if option.env else ""
-        parser.add_argument(f"--{option.name}", default=None, help=f"{option.help}{env}")
+        flag = option_flag(provider_name, option.name)
+        former = f", or {option.env}" if option.env else ""
+        env = f" [env {option_env(provider_name, option.name)}{former}]"
+        parser.add_argument(flag, default=None, help=f"{option.help}{env}")
+        if flag != f"--{option.name}":  # today's unprefixed flag, as for karpenter controller
+            parser.add_argument(f"--{option.name}", default=None, help=argparse.SUPPRESS)
     args = vars(parser.parse_args(argv))
     if record is None:
         parser.error("--provider is required")

@@ -20,12 +20,12 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _settings_options(command: _F) -> _F:
-    """One ``--<setting>`` option per operator setting (its environment variable otherwise);
-    a provider option declared already under the same name serves both."""
-    declared = {param.name for param in getattr(command, "__click_params__", ())}
+    """One ``--<setting>`` option per operator setting (its environment variable otherwise),
+    then every provider's options; an unprefixed provider option named as a setting
+    (``--cluster-name``) is the setting's flag, and the running provider reads it too."""
+    names = [name for name, _, _ in Settings.options()]
+    _provider_options(command, reserved=names)
     for name, env, help_text in reversed(Settings.options()):
-        if name in declared:
-            continue
         flag = f"--{name.replace('_', '-')}"
         help_text = f"{help_text} [env {env}]"
         if isinstance(getattr(Settings(), name), bool):
@@ -44,10 +44,12 @@ def _settings_options(command: _F) -> _F:
     help="kubeconfig file (default: in-cluster configuration, else ~/.kube/config).",
 )
 @_settings_options
-@_provider_options
 @click.pass_context
 def controller(ctx: click.Context, provider: str, kubeconfig: str | None, **_: Any) -> None:
-    """Run the controller: launch nodes for pending pods and manage their lifecycle."""
+    """Run the controller: launch nodes for pending pods and manage their lifecycle.
+
+    Provider options are --<provider>-<name> (--aws-region); --<name> (--region) is read too.
+    """
     from kubernetes.config import ConfigException
 
     from karpenter_core.operator import logs  # the Kubernetes client loads only here

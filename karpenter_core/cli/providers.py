@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from karpenter_core.cloudprovider.plugin import option_env, option_flag
 from karpenter_core.cloudprovider.registry import Registry, RegistryError, discover
 
 __all__ = ["providers"]
@@ -55,7 +56,14 @@ def as_json(registry: Registry) -> dict[str, Any]:
                 ],
                 "capabilities": sorted(record.capabilities),
                 "options": [
-                    {"name": o.name, "env": o.env, "default": o.default, "help": o.help}
+                    {
+                        "name": o.name,
+                        "flag": option_flag(name, o.name),
+                        "env": option_env(name, o.name),
+                        "formerEnv": o.env,
+                        "default": o.default,
+                        "help": o.help,
+                    }
                     for o in record.options
                 ],
                 "description": record.description,

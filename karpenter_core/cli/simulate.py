@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, TypeVar
@@ -22,7 +22,13 @@ from karpenter_core.cli.disrupt import (
     with_pod_events,
 )
 from karpenter_core.cli.provider_log import WarningCollector, collecting_logger
-from karpenter_core.cloudprovider.plugin import ProviderContext
+from karpenter_core.cloudprovider.plugin import (
+    ProviderContext,
+    option_env,
+    option_flag,
+    option_key,
+    provider_settings,
+)
 from karpenter_core.cloudprovider.registry import UnknownProviderError, discover
 from karpenter_core.cloudprovider.types import CloudProviderError, Offering
 from karpenter_core.disruption.planner import Options, plan
@@ -44,25 +50,39 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 """A command function being decorated (or the command made of it)."""
 
 
-def _provider_options(command: _F, *, offline: bool = False) -> _F:
-    """Add every discovered provider's settings as ``--<name>`` options (``offline``: only those
-    ``simulate`` reads). Providers declaring one name share the option; its environment variable
-    is read by the chosen provider's record (``ProviderRecord.settings``), so one provider's
-    variable (AWS_REGION) never sets another provider's setting."""
-    declared: dict[str, list[str]] = {}
+def _provider_options(command: _F, *, offline: bool = False, reserved: Collection[str] = ()) -> _F:
+    """Add every discovered provider's options as ``--<provider>-<name>`` (``offline``: only
+    those ``simulate`` reads), and each unprefixed ``--<name>`` as a hidden alias the running
+    provider reads (``provider_settings``) unless the command declares that name itself
+    (``reserved``, the controller's ``cluster_name``)."""
+    declared: list[tuple[str, str, str]] = []  # flag, parameter name, help
+    helps: dict[str, list[str]] = {}  # unprefixed flag -> each provider's help
     for record in discover().records.values():
         for option in record.options:
             if offline and not option.simulate:
                 continue
-            env = f" (env: {option.env})" if option.env else ""
-            declared.setdefault(option.name, []).append(f"[{record.name}] {option.help}{env}")
-    for name, helps in declared.items():
-        click.option(f"--{name}", default=None, help=" ".join(helps))(command)
+            former = f", or {option.env}" if option.env else ""
+            env = f"{option_env(record.name, option.name)}{former}"
+            key = option_key(record.name, option.name)
+            declared.append(
+                (option_flag(record.name, option.name), key, f"{option.help} [env {env}]")
+            )
+            helps.setdefault(option.name, []).append(f"[{record.name}] {option.help}")
+    flags = {flag for flag, _, _ in declared}
+    for name, texts in helps.items():
+        key = name.replace("-", "_")
+        if f"--{name}" not in flags and key not in reserved:
+            click.option(f"--{name}", key, default=None, hidden=True, help=" ".join(texts))(command)
+    if not isinstance(command, click.Command):  # a function's options are listed backwards
+        declared.reverse()
+    for flag, key, help_text in declared:
+        click.option(flag, key, default=None, help=help_text)(command)
     return command
 
 
 def _settings(provider: str, values: Mapping[str, Any]) -> dict[str, Any]:
-    return discover().provider(provider).settings(values)
+    """The settings of ``provider``, the one provider that runs, from the command's values."""
+    return provider_settings([discover().provider(provider)], values)[provider]
 
 
 def _amount(name: str, amount: int) -> str:
@@ -299,6 +319,8 @@ def simulate(
     A field a manifest's kind does not have (a typo such as ``consolidateAftr``) is a warning
     and is ignored; --strict makes it an error. NodePools, NodeClaims and NodeClasses are checked
     against their CRD schemas, core kinds against the API types of the Kubernetes client.
+
+    Provider options are --<provider>-<name> (--aws-region); --<name> (--region) is read too.
     """
     collected = WarningCollector()
     try:

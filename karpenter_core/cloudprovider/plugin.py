@@ -30,19 +30,29 @@ __all__ = [
     "Capability",
     "NodeClassInfo",
     "NodeClassLookup",
+    "OptionConflict",
     "ProviderContext",
     "ProviderOption",
     "ProviderRecord",
     "hookimpl",
     "hookspec",
+    "option_env",
+    "option_flag",
+    "option_key",
+    "provider_settings",
 ]
 
 PROJECT_NAME = "karpenter"
 ENTRY_POINT_GROUP = "karpenter.providers"
 CLI_ENTRY_POINT_GROUP = "karpenter.cli"
 """Entry points that add commands to ``karpenter``: each loads a ``click.Command``."""
-API_VERSION = 1
-"""The record version this core understands; records only ever gain optional fields."""
+API_VERSION = 2
+"""The record version this core speaks. A change to the record, the context or the provider SDK
+either stays compatible (new optional names) or raises it; discovery refuses a record of another
+version (``karpenter_core.sdk.versions`` says what each version changed)."""
+ENV_PREFIX = "KARPENTER_"
+"""Every provider option's environment variable starts so (``KARPENTER_AWS_REGION``): clear of
+the clouds' own SDK variables (``AWS_*``, ``AZURE_*``, ``ARM_*``, ``GOOGLE_*``)."""
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
@@ -73,7 +83,11 @@ class NodeClassInfo:
 
 @dataclass(frozen=True, slots=True)
 class ProviderOption:
-    """A provider setting: CLI flag ``--<name>``, environment variable, default and help."""
+    """A provider setting: its name, help, default and the environment variable it was read from
+    before record version 2 (still read when one provider runs).
+
+    The core offers it as ``--<provider>-<name>`` and reads ``KARPENTER_<PROVIDER>_<NAME>``
+    (``option_flag``, ``option_env``); when one provider runs, ``--<name>`` and ``env`` too."""
 
     name: str
     help: str
@@ -82,6 +96,31 @@ class ProviderOption:
     simulate: bool = True
     """False for a setting only the running controller reads (creating or tagging resources):
     ``karpenter simulate`` does not offer it."""
+
+
+def _qualified(provider: str, name: str) -> str:
+    """``<provider>-<name>``, or the name alone when it starts with the provider's name."""
+    return name if name.startswith(f"{provider}-") else f"{provider}-{name}"
+
+
+def option_flag(provider: str, name: str) -> str:
+    """The command-line flag of option ``name`` of ``provider``: ``--aws-region`` (an option
+    already named after its provider keeps its name: ``aws-endpoint-url``)."""
+    return f"--{_qualified(provider, name)}"
+
+
+def option_env(provider: str, name: str) -> str:
+    """The environment variable of option ``name`` of ``provider``: ``KARPENTER_AWS_REGION``."""
+    return ENV_PREFIX + _qualified(provider, name).upper().replace("-", "_")
+
+
+def option_key(provider: str, name: str) -> str:
+    """The key of ``option_flag`` among parsed command-line values (``aws_region``)."""
+    return _qualified(provider, name).replace("-", "_")
+
+
+class OptionConflict(ValueError):
+    """An unprefixed option was given while several providers that declare it run."""
 
 
 NodeClassLookup = Callable[[str, str], Any]
@@ -144,17 +183,60 @@ class ProviderRecord:
     """Returns the provider's converter of its NodeClass kinds (older APIs to v1, and checks of
     NodePools that use them) for ``karpenter convert`` and ``simulate``."""
 
-    def settings(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The value of each declared option: from ``values`` (keyed by the option's name with
-        ``_`` for ``-``, as command-line parsers give them), else its environment variable,
-        else its default."""
+    def settings(
+        self,
+        values: Mapping[str, Any],
+        environ: Mapping[str, str] | None = None,
+        *,
+        aliases: Callable[[str], bool] = lambda _: True,
+    ) -> dict[str, Any]:
+        """The value of each declared option, keyed by its name: from ``values`` (command-line
+        values keyed as parsers give them: ``aws_region``), else ``KARPENTER_<PROVIDER>_<NAME>``
+        in ``environ`` (default: this process's), else its default. Options for which
+        ``aliases(name)`` holds also read the unprefixed key (``region``) after the prefixed
+        one and the option's own ``env`` after the prefixed variable."""
+        environ = os.environ if environ is None else environ
         settings: dict[str, Any] = {}
         for option in self.options:
-            value = values.get(option.name.replace("-", "_"))
-            if value is None and option.env:
-                value = os.environ.get(option.env)
+            alias = aliases(option.name)
+            candidates = [
+                values.get(option_key(self.name, option.name)),
+                values.get(option.name.replace("-", "_")) if alias else None,
+                environ.get(option_env(self.name, option.name)),
+                environ.get(option.env) if alias and option.env else None,
+            ]
+            value = next((v for v in candidates if v is not None), None)
             settings[option.name] = option.default if value is None else value
         return settings
+
+
+def provider_settings(
+    records: Sequence[ProviderRecord],
+    values: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The settings of each provider that runs, by provider name (``ProviderRecord.settings``).
+
+    With one provider, its unprefixed flags and former variables are read too. With several, an
+    unprefixed flag or former variable counts only for the one provider declaring it; an
+    unprefixed flag given that several of them declare raises ``OptionConflict`` naming the
+    prefixed flags (a former variable several declare is not read: the environment is shared
+    with the clouds' own tools)."""
+    owners: dict[str, list[str]] = {}
+    for record in records:
+        for option in record.options:
+            owners.setdefault(option.name, []).append(record.name)
+    for name, providers in owners.items():
+        if len(providers) > 1 and values.get(name.replace("-", "_")) is not None:
+            flags = " or ".join(option_flag(p, name) for p in providers)
+            raise OptionConflict(
+                f"--{name} is an option of {len(providers)} of the providers that run "
+                f"({', '.join(providers)}): use {flags}"
+            )
+    return {
+        record.name: record.settings(values, environ, aliases=lambda n: len(owners[n]) == 1)
+        for record in records
+    }
 
 
 class ProviderSpec:

@@ -26,6 +26,7 @@ from karpenter_core.cloudprovider.plugin import (
     ProviderRecord,
     ProviderSpec,
 )
+from karpenter_core.sdk.versions import changes_since, mismatch, upgrade_fix
 
 __all__ = [
     "PluginSource",
@@ -57,6 +58,10 @@ _PYPI_NAMES = {
     "azure.mgmt": "azure-mgmt-compute",
     "google.cloud": "google-cloud-compute",
 }
+_UNEXPECTED_FIELD = re.compile(
+    r"^(ProviderRecord|ProviderOption|ProviderContext|NodeClassInfo)\.__init__\(\) got an "
+    r"unexpected keyword argument '(\w+)'"
+)
 _IMPORT_STATEMENT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\b|import\s+([\w.]+))")
 # Namespace packages: the distribution is named after the first components of the module path.
 _NAMESPACES = {"azure.mgmt": 3, "azure": 2, "google.cloud": 3}
@@ -152,7 +157,8 @@ def build_registry(sources: Iterable[PluginSource]) -> Registry:
         try:
             collected = _collect(manager, source, plugin)
         except Exception as error:
-            failures.append(_failure(source, _describe(error), _reinstall(source)))
+            refused = _removed_field(source, error) or (_describe(error), _reinstall(source))
+            failures.append(_failure(source, *refused))
             continue
         for record in collected:
             problem = _invalid(record)
@@ -225,12 +231,6 @@ def _invalid(record: object) -> tuple[str, str | None] | None:
     version = record.api_version
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         return f"{label} has an invalid api_version {version!r}", None
-    if version > API_VERSION:
-        return (
-            f"{label} needs a newer karpenter-core (its record has api_version {version}, "
-            f"this karpenter-core understands {API_VERSION})",
-            "pip install --upgrade karpenter-core",
-        )
     name = record.name
     if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.match(name):
         return (
@@ -238,6 +238,8 @@ def _invalid(record: object) -> tuple[str, str | None] | None:
             f"a letter, at most {MAX_NAME_LENGTH} characters)",
             None,
         )
+    if version != API_VERSION:
+        return mismatch(name, version)
     if not callable(record.factory):
         return f"{label} has a factory that is not callable", None
     for hook in ("controllers", "conformance", "default_scenario", "convert"):
@@ -256,6 +258,22 @@ def _invalid(record: object) -> tuple[str, str | None] | None:
     if role is not None and not role.is_file():
         return f"{label}: its cluster_role file {role} does not exist", None
     return None
+
+
+def _removed_field(source: PluginSource, error: Exception) -> tuple[str, str] | None:
+    """For a plugin that built a record class with a field this core's record does not have
+    (written for another record version): the reason and fix naming it; else None."""
+    match = _UNEXPECTED_FIELD.match(str(error)) if isinstance(error, TypeError) else None
+    if match is None:
+        return None
+    provider = source.entry_point.split(" = ", 1)[0]
+    cls, field_name = match.groups()
+    reason = (
+        f"provider {provider!r} passes {cls} field {field_name!r}, which this core's record "
+        f"(version {API_VERSION}) does not have: it was built for an earlier version; since "
+        f"version 1, {changes_since(provider, 1)}"
+    )
+    return reason, upgrade_fix(1)
 
 
 def _import_failure(source: PluginSource, error: Exception) -> ProviderFailure:

@@ -14,7 +14,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from karpenter_core.apis.duration import DurationError, parse_duration
+from karpenter_core.sdk.settings import (
+    boolean,
+    choice,
+    duration,
+    port,
+    positive_number,
+    text,
+    whole_number,
+)
 
 __all__ = [
     "CRASH_AFTER_LAUNCH",
@@ -46,75 +54,33 @@ class SettingsError(ValueError):
         self.setting = setting
 
 
-def _duration(text: str) -> float:
-    seconds = parse_duration(text).total_seconds()
-    if seconds < 0:
-        raise ValueError(f"{text!r} is negative")
-    return seconds
+def _seconds(value: str) -> float:
+    return duration(value).total_seconds()
 
 
-def _bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "t", "yes"):
-        return True
-    if lowered in ("false", "0", "f", "no", ""):
-        return False
-    raise ValueError(f"{text!r} is not a boolean (true or false)")
+_POSITIVE_INT = whole_number(1)
 
 
-def _port(text: str) -> int:
-    port = int(text)
-    if not 0 <= port <= 65535:
-        raise ValueError(f"{port} is not a port (0-65535; 0 picks a free one)")
-    return port
-
-
-def _positive_int(text: str) -> int:
-    number = int(text)
-    if number <= 0:
-        raise ValueError(f"{number} is not positive")
-    return number
-
-
-def _positive_float(text: str) -> float:
-    number = float(text)
-    if not number > 0:
-        raise ValueError(f"{number} is not positive")
-    return number
-
-
-def _choice(choices: tuple[str, ...], *, fold: bool = False) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        value = text.lower() if fold else text
-        if value not in choices:
-            raise ValueError(f"{text!r} is not one of {', '.join(choices)}")
-        return value
-
-    return parse
-
-
-def parse_feature_gates(text: str) -> Mapping[str, bool]:
+def parse_feature_gates(value: str) -> Mapping[str, bool]:
     """``NodeRepair=true,SpotToSpotConsolidation=false`` over the defaults."""
     gates = dict(FEATURE_GATES)
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, value = item.partition("=")
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        name, sep, state = item.partition("=")
         name = name.strip()
         if not sep:
             raise ValueError(f"{item!r} is not Name=true|false")
         if name not in FEATURE_GATES:
             raise ValueError(f"unknown feature gate {name!r} (known: {', '.join(FEATURE_GATES)})")
-        gates[name] = _bool(value)
+        gates[name] = boolean(state)
     return MappingProxyType(gates)
 
 
-def _crash_point(text: str) -> str:
-    if text not in ("", CRASH_AFTER_LAUNCH):
-        raise ValueError(f"{text!r} is not a crash point ({CRASH_AFTER_LAUNCH}, or empty for none)")
-    return text
-
-
-def _text(text: str) -> str:
-    return text
+def _crash_point(value: str) -> str:
+    if value not in ("", CRASH_AFTER_LAUNCH):
+        raise ValueError(
+            f"{value!r} is not a crash point ({CRASH_AFTER_LAUNCH}, or empty for none)"
+        )
+    return value
 
 
 def _setting(default: Any, env: str, parse: Callable[[str], Any], help: str) -> Any:
@@ -128,71 +94,71 @@ def _setting(default: Any, env: str, parse: Callable[[str], Any], help: str) -> 
 class Settings:
     """The operator's configuration; durations in seconds."""
 
-    cluster_name: str = _setting("", "CLUSTER_NAME", _text, "name of the cluster (for providers)")
+    cluster_name: str = _setting("", "CLUSTER_NAME", text, "name of the cluster (for providers)")
     batch_idle_duration: float = _setting(
-        1.0, "BATCH_IDLE_DURATION", _duration, "end a batch of pending pods after this idle time"
+        1.0, "BATCH_IDLE_DURATION", _seconds, "end a batch of pending pods after this idle time"
     )
     batch_max_duration: float = _setting(
-        10.0, "BATCH_MAX_DURATION", _duration, "end a batch of pending pods after this long"
+        10.0, "BATCH_MAX_DURATION", _seconds, "end a batch of pending pods after this long"
     )
     launch_timeout: float = _setting(
-        300.0, "LAUNCH_TIMEOUT", _duration, "delete a NodeClaim not launched within this"
+        300.0, "LAUNCH_TIMEOUT", _seconds, "delete a NodeClaim not launched within this"
     )
     registration_timeout: float = _setting(
-        900.0, "REGISTRATION_TIMEOUT", _duration, "delete a NodeClaim whose node has not registered"
+        900.0, "REGISTRATION_TIMEOUT", _seconds, "delete a NodeClaim whose node has not registered"
     )
     lease_duration: float = _setting(
-        15.0, "LEADER_ELECTION_LEASE_DURATION", _duration, "how long a leader's lease is valid"
+        15.0, "LEADER_ELECTION_LEASE_DURATION", _seconds, "how long a leader's lease is valid"
     )
     renew_deadline: float = _setting(
-        10.0, "LEADER_ELECTION_RENEW_DEADLINE", _duration, "leadership is lost if not renewed"
+        10.0, "LEADER_ELECTION_RENEW_DEADLINE", _seconds, "leadership is lost if not renewed"
     )
     retry_period: float = _setting(
-        2.0, "LEADER_ELECTION_RETRY_PERIOD", _duration, "how often the lease is tried or renewed"
+        2.0, "LEADER_ELECTION_RETRY_PERIOD", _seconds, "how often the lease is tried or renewed"
     )
     disruption_poll_period: float = _setting(
-        10.0, "DISRUPTION_POLL_PERIOD", _duration, "how often disruption looks for candidates"
+        10.0, "DISRUPTION_POLL_PERIOD", _seconds, "how often disruption looks for candidates"
     )
     disruption_validation_delay: float = _setting(
-        15.0, "DISRUPTION_VALIDATION_DELAY", _duration, "wait before a consolidation is rechecked"
+        15.0, "DISRUPTION_VALIDATION_DELAY", _seconds, "wait before a consolidation is rechecked"
     )
     multi_node_consolidation_max: int = _setting(
         100,
         "MULTI_NODE_CONSOLIDATION_MAX",
-        _positive_int,
+        _POSITIVE_INT,
         "nodes one multi-node consolidation command removes at most",
     )
     nodeclaim_requeue: float = _setting(
-        5.0, "NODECLAIM_REQUEUE", _duration, "recheck period of an unfinished NodeClaim"
+        5.0, "NODECLAIM_REQUEUE", _seconds, "recheck period of an unfinished NodeClaim"
     )
-    metrics_port: int = _setting(8080, "METRICS_PORT", _port, "port of /metrics")
-    health_probe_port: int = _setting(8081, "HEALTH_PROBE_PORT", _port, "port of /healthz /readyz")
+    metrics_port: int = _setting(8080, "METRICS_PORT", port, "port of /metrics")
+    health_probe_port: int = _setting(8081, "HEALTH_PROBE_PORT", port, "port of /healthz /readyz")
     kube_client_qps: float = _setting(
-        200.0, "KUBE_CLIENT_QPS", _positive_float, "apiserver requests per second"
+        200.0, "KUBE_CLIENT_QPS", positive_number, "apiserver requests per second"
     )
     kube_client_burst: int = _setting(
-        300, "KUBE_CLIENT_BURST", _positive_int, "apiserver request burst"
+        300, "KUBE_CLIENT_BURST", _POSITIVE_INT, "apiserver request burst"
     )
     log_level: str = _setting(
-        "info", "LOG_LEVEL", _choice(LOG_LEVELS, fold=True), "debug, info, warn or error"
+        "info", "LOG_LEVEL", choice(LOG_LEVELS, fold=True), "debug, info, warn or error"
     )
     disable_leader_election: bool = _setting(
-        False, "DISABLE_LEADER_ELECTION", _bool, "run the controllers without a Lease"
+        False, "DISABLE_LEADER_ELECTION", boolean, "run the controllers without a Lease"
     )
     leader_election_namespace: str = _setting(
-        "", "LEADER_ELECTION_NAMESPACE", _text, "namespace of the Lease (default: the pod's)"
+        "", "LEADER_ELECTION_NAMESPACE", text, "namespace of the Lease (default: the pod's)"
     )
     leader_election_name: str = _setting(
-        "karpenter-leader-election", "LEADER_ELECTION_NAME", _text, "name of the Lease"
+        "karpenter-leader-election", "LEADER_ELECTION_NAME", text, "name of the Lease"
     )
     feature_gates: Mapping[str, bool] = _setting(
         FEATURE_GATES, "FEATURE_GATES", parse_feature_gates, "e.g. NodeRepair=true"
     )
     preference_policy: str = _setting(
-        "Respect", "PREFERENCE_POLICY", _choice(PREFERENCE_POLICIES), "Respect or Ignore"
+        "Respect", "PREFERENCE_POLICY", choice(PREFERENCE_POLICIES), "Respect or Ignore"
     )
     min_values_policy: str = _setting(
-        "Strict", "MIN_VALUES_POLICY", _choice(MIN_VALUES_POLICIES), "Strict or BestEffort"
+        "Strict", "MIN_VALUES_POLICY", choice(MIN_VALUES_POLICIES), "Strict or BestEffort"
     )
     test_crash_point: str = _setting(
         "",
@@ -254,7 +220,7 @@ class Settings:
                 continue
             try:
                 values[f.name] = parse(raw if isinstance(raw, str) else str(raw))
-            except (ValueError, DurationError) as error:
+            except ValueError as error:
                 raise SettingsError(name, str(error)) from None
         settings = cls(**values)
         if settings.renew_deadline >= settings.lease_duration:

@@ -14,6 +14,9 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
 - ``crds``: NodeClass CRD generation and rendering.
 - ``convert``: what a NodeClass converter for ``karpenter convert`` builds on.
 - ``observe``: structured logs and the metrics registry.
+- ``settings``: typed parsers of option values and ``OptionReader``, which names the option's
+  flag in every error.
+- ``versions``: the record's versions, what each changed and what a provider does to move up.
 
 Compatibility: a change to these modules either stays compatible (new optional names, new
 optional record fields) or raises ``API_VERSION``; discovery refuses a provider built for

@@ -9,6 +9,8 @@ from karpenter_core.cloudprovider.plugin import (
     ProviderOption,
     ProviderRecord,
     hookimpl,
+    option_env,
+    option_flag,
 )
 
 __all__ = [
@@ -20,4 +22,6 @@ __all__ = [
     "ProviderOption",
     "ProviderRecord",
     "hookimpl",
+    "option_env",
+    "option_flag",
 ]

@@ -140,8 +140,8 @@ def test_template_follows_the_values_and_the_set_flag_of_an_upgrade() -> None:
     assert pod["spec"]["serviceAccountName"] == account["metadata"]["name"] == RELEASE
     assert pod["metadata"]["annotations"] == {"example.com/team": "platform"}
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
-    assert env["CLUSTER_NAME"] == "my-cluster"
-    assert env["INTERRUPTION_QUEUE"] == "Karpenter-my-cluster"
+    assert env["CLUSTER_NAME"] == env["KARPENTER_AWS_CLUSTER_NAME"] == "my-cluster"
+    assert env["KARPENTER_AWS_INTERRUPTION_QUEUE"] == "Karpenter-my-cluster"
     assert env["FEATURE_GATES"] == "NodeRepair=false,SpotToSpotConsolidation=true"
     assert env["AWS_REGION"] == "us-west-2"
     (spread,) = pod["spec"]["topologySpreadConstraints"]

@@ -9,7 +9,9 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +30,7 @@ from karpenter_conformance.registrar import (
 from karpenter_conformance.waiting import wait_until
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
+from karpenter_core.cloudprovider.registry import Registry, discover
 
 
 def instance(provider_id: str, labels: dict[str, str] | None = None, **status: Any) -> NodeClaim:
@@ -143,7 +146,36 @@ def test_cli_rejects_an_unknown_provider(capsys: pytest.CaptureFixture[str]) -> 
 def test_cli_lists_the_provider_options(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--provider", "kwok", "--help"])
-    assert "--instance-types-file-path" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "--kwok-instance-types-file-path" in shown
+    assert "KARPENTER_KWOK_INSTANCE_TYPES_FILE_PATH, or" in shown
+    assert " --instance-types-file-path" not in shown  # today's flag: a hidden alias
+
+
+def test_cli_reads_the_prefixed_and_the_unprefixed_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[object] = []
+
+    def stop(context: object) -> None:
+        seen.append(context)
+        raise SystemExit(0)
+
+    record = discover().provider("kwok")
+    monkeypatch.setattr(
+        "karpenter_core.cloudprovider.registry.discover",
+        lambda: Registry({"kwok": replace(record, factory=stop)}, {}, []),
+    )
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    for flag in ("--kwok-instance-types-file-path", "--instance-types-file-path"):
+        with pytest.raises(SystemExit):
+            main(["--provider", "kwok", flag, "catalog.json", "--kubeconfig", str(kubeconfig)])
+    assert [c.settings["instance-types-file-path"] for c in seen] == ["catalog.json"] * 2
 
 
 # -- against the cluster -------------------------------------------------------------------

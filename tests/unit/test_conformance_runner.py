@@ -54,7 +54,7 @@ def test_a_record_of_another_api_version_is_refused_by_the_runner() -> None:
         run(record)
     assert str(error.value) == (
         f"provider 'kwok' has a record of api_version {record.api_version}; this "
-        "karpenter-conformance checks records of api_version 1 (install the "
+        "karpenter-conformance checks records of api_version 2 (install the "
         "karpenter-conformance release that matches the provider's karpenter-core)"
     )
 

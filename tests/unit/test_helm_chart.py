@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from karpenter_aws.settings import OPTIONS
 from karpenter_core.cli.chart import GENERATED_DIRS, chart, chart_files
 from karpenter_core.operator.settings import Settings
+from karpenter_core.sdk.record import option_env
 
 ROOT = Path(__file__).resolve().parents[2]
 CHARTS = ROOT / "charts"
@@ -60,9 +61,17 @@ def test_the_crd_chart_holds_every_crd_with_the_annotations_value() -> None:
 def test_deployment_sets_only_known_environment_variables() -> None:
     template = (CHART / "templates" / "deployment.yaml").read_text()
     names = set(re.findall(r"- name: ([A-Z_]+)\n", template))
-    known = {env for _, env, _ in Settings.options()} | {o.env for o in OPTIONS if o.env}
-    assert {"CLUSTER_NAME", "INTERRUPTION_QUEUE", "FEATURE_GATES"} <= names
+    known = {env for _, env, _ in Settings.options()} | {option_env("aws", o.name) for o in OPTIONS}
+    assert {"CLUSTER_NAME", "KARPENTER_AWS_INTERRUPTION_QUEUE", "FEATURE_GATES"} <= names
     assert names - known - {"SYSTEM_NAMESPACE"} == set()
+
+
+def test_deployment_passes_provider_options_by_their_prefixed_names() -> None:
+    template = (CHART / "templates" / "deployment.yaml").read_text()
+    names = set(re.findall(r"- name: ([A-Z_]+)\n", template))
+    former = {o.env for o in OPTIONS} - {env for _, env, _ in Settings.options()}
+    assert names & former == set()
+    assert "KARPENTER_AWS_CLUSTER_NAME" in names
 
 
 def _paths(values: Any, prefix: str = "") -> list[str]:

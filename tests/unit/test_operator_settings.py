@@ -67,8 +67,8 @@ def test_flags_override_environment_and_none_means_unset() -> None:
         ({"FEATURE_GATES": "NodeRepair=maybe"}, "FEATURE_GATES", "not a boolean"),
         ({"METRICS_PORT": "70000"}, "METRICS_PORT", "not a port"),
         ({"KUBE_CLIENT_QPS": "0"}, "KUBE_CLIENT_QPS", "not positive"),
-        ({"KUBE_CLIENT_BURST": "x"}, "KUBE_CLIENT_BURST", "invalid literal"),
-        ({"PREFERENCE_POLICY": "respect"}, "PREFERENCE_POLICY", "Respect, Ignore"),
+        ({"KUBE_CLIENT_BURST": "x"}, "KUBE_CLIENT_BURST", "'x' is not a whole number"),
+        ({"PREFERENCE_POLICY": "respect"}, "PREFERENCE_POLICY", "'Respect', 'Ignore'"),
         ({"LOG_LEVEL": "loud"}, "LOG_LEVEL", "not one of"),
         (
             {"LEADER_ELECTION_RENEW_DEADLINE": "20s"},

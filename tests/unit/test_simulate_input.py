@@ -251,11 +251,20 @@ def test_foreign_nodepools_join_the_reasons_of_the_served_ones(tmp_path: Path) -
 def test_controller_only_options_are_not_offered_by_simulate() -> None:
     simulate_help = _simulate("--help").output
     controller_help = CliRunner().invoke(cli, ["controller", "--help"]).output
-    for flag in ("--cluster-name", "--interruption-queue", "--aws-endpoint-url"):
+    for flag in ("--aws-cluster-name", "--aws-interruption-queue", "--aws-endpoint-url"):
         assert flag not in simulate_help
         assert flag in controller_help
-    assert "--region" in simulate_help
-    assert "--vm-memory-overhead-percent" in simulate_help
+    assert "--aws-region" in simulate_help
+    assert "--azure-vm-memory-overhead-percent" in simulate_help
+
+
+def test_unprefixed_provider_flags_are_hidden_aliases() -> None:
+    simulate_help = _simulate("--help").output
+
+    assert "--region " not in simulate_help
+    result = _simulate("--provider", "aws", "--region", "eu west", "-o", "json")
+    assert result.exit_code == 1
+    assert "--aws-region: 'eu west' is not an AWS region name" in result.output
 
 
 # The AWS region

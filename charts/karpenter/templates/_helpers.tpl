@@ -83,6 +83,6 @@ labelSelector the pod's selector labels (the lists are changed in place). */}}
 {{/* Settings this chart refuses in combination (single values are checked by the schema). */}}
 {{- define "karpenter.validate" -}}
 {{- if ne (toString .Values.settings.amiRefreshInterval) (toString .Values.settings.subnetRefreshInterval) }}
-{{- fail (printf "settings.amiRefreshInterval (%v) and settings.subnetRefreshInterval (%v) differ: EC2NodeClasses resolve AMIs, subnets and security groups together, every NODECLASS_RESYNC_PERIOD; set both to the same duration" .Values.settings.amiRefreshInterval .Values.settings.subnetRefreshInterval) }}
+{{- fail (printf "settings.amiRefreshInterval (%v) and settings.subnetRefreshInterval (%v) differ: EC2NodeClasses resolve AMIs, subnets and security groups together, every KARPENTER_AWS_NODECLASS_RESYNC_PERIOD; set both to the same duration" .Values.settings.amiRefreshInterval .Values.settings.subnetRefreshInterval) }}
 {{- end }}
 {{- end }}

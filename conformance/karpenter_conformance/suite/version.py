@@ -11,7 +11,7 @@ from karpenter_core.cloudprovider.plugin import ProviderRecord
 
 __all__ = ["RECORD_API_VERSIONS", "UnsupportedRecordVersion", "check_record_version"]
 
-RECORD_API_VERSIONS: frozenset[int] = frozenset({1})
+RECORD_API_VERSIONS: frozenset[int] = frozenset({2})
 """The ``ProviderRecord.api_version`` values this suite has checks for."""
 
 

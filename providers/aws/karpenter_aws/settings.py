@@ -1,19 +1,35 @@
-"""Settings of the AWS provider: CLI flags ``--<name>`` or environment variables."""
+"""Settings of the AWS provider: flags ``--aws-<name>`` or variables ``KARPENTER_AWS_<NAME>``
+(with the AWS provider alone, also ``--<name>`` and the variable each option names)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
-from karpenter_core.apis.duration import DurationError, parse_duration
 from karpenter_core.sdk.record import ProviderOption
-from karpenter_core.sdk.types import CloudProviderError
+from karpenter_core.sdk.settings import (
+    OptionError,
+    OptionReader,
+    boolean,
+    duration,
+    fraction,
+    matching,
+    text,
+    url,
+    whole_number,
+)
 
-__all__ = ["FALLBACK_REGION", "OPTIONS", "AWSSettings", "SettingsError", "configured_region"]
+__all__ = [
+    "FALLBACK_REGION",
+    "OPTIONS",
+    "PROVIDER",
+    "AWSSettings",
+    "SettingsError",
+    "configured_region",
+]
 
 OPTIONS = (
     ProviderOption(
@@ -105,13 +121,15 @@ OPTIONS = (
 
 FALLBACK_REGION = "us-east-1"
 """The region an offline simulation uses when none is configured."""
+PROVIDER = "aws"
+"""The provider's name, which prefixes its options."""
 
 _REGION = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 """What botocore accepts as a region name, lower case."""
+_EXAMPLE_URL = "http://localhost:5000"
 
-
-class SettingsError(CloudProviderError):
-    """A provider setting has a value that cannot be used."""
+SettingsError = OptionError
+"""A provider setting has a value that cannot be used."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,33 +153,21 @@ class AWSSettings:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> AWSSettings:
         """Parse option values keyed by option name (missing or None: the default)."""
-        defaults = {option.name: option.default for option in OPTIONS}
-
-        def get(name: str, parse: Callable[[str], Any]) -> Any:
-            raw = values.get(name)
-            if raw is None:
-                raw = defaults[name]
-            if raw is None:
-                return ""
-            try:
-                return parse(str(raw))
-            except (ValueError, DurationError) as error:
-                raise SettingsError(f"--{name}: {error}") from None
-
+        get = OptionReader(PROVIDER, OPTIONS, values)
         return cls(
-            cluster_name=get("cluster-name", str.strip),
-            region=get("region", _region),
-            cluster_endpoint=get("cluster-endpoint", str.strip),
-            cluster_ca_bundle=get("cluster-ca-bundle", str.strip),
-            service_cidr=get("service-cidr", str.strip),
-            interruption_queue=get("interruption-queue", str.strip),
-            endpoint_url=get("aws-endpoint-url", _endpoint_url),
-            vm_memory_overhead_percent=get("vm-memory-overhead-percent", _fraction),
-            reserved_enis=get("reserved-enis", _non_negative_int),
-            isolated_vpc=get("isolated-vpc", _bool),
-            nodeclass_resync=get("nodeclass-resync-period", _duration),
-            batch_idle=get("fleet-batch-idle-duration", _duration),
-            batch_max=get("fleet-batch-max-duration", _duration),
+            cluster_name=get("cluster-name", text),
+            region=get("region", matching(_REGION, "an AWS region name (e.g. us-east-1)")),
+            cluster_endpoint=get("cluster-endpoint", text),
+            cluster_ca_bundle=get("cluster-ca-bundle", text),
+            service_cidr=get("service-cidr", text),
+            interruption_queue=get("interruption-queue", text),
+            endpoint_url=get("aws-endpoint-url", url("http", "https", example=_EXAMPLE_URL)),
+            vm_memory_overhead_percent=get("vm-memory-overhead-percent", fraction),
+            reserved_enis=get("reserved-enis", whole_number()),
+            isolated_vpc=get("isolated-vpc", boolean),
+            nodeclass_resync=get("nodeclass-resync-period", duration),
+            batch_idle=get("fleet-batch-idle-duration", duration),
+            batch_max=get("fleet-batch-max-duration", duration),
         )
 
 
@@ -175,65 +181,3 @@ def configured_region() -> str:
         return str(Session().get_config_variable("region") or "")
     except BotoCoreError as error:  # e.g. AWS_PROFILE names no profile
         raise SettingsError(f"cannot read the AWS configuration: {error}") from None
-
-
-def _region(text: str) -> str:
-    region = text.strip()
-    if region and _REGION.fullmatch(region) is None:
-        raise ValueError(f"{text!r} is not an AWS region name (e.g. us-east-1)")
-    return region
-
-
-def _endpoint_url(text: str) -> str:
-    url = text.strip()
-    if url and not _is_http_url(url):
-        raise ValueError(f"{text!r} is not an http(s) URL (e.g. http://localhost:5000)")
-    return url
-
-
-def _is_http_url(url: str) -> bool:
-    try:
-        parts = urlsplit(url)
-        return (
-            parts.scheme in ("http", "https")
-            and bool(parts.hostname)
-            and (parts.port is None or parts.port > 0)
-        )
-    except ValueError:  # a malformed IPv6 host or port
-        return False
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value < 1:
-        raise ValueError(f"{text!r} is not a fraction between 0 and 1 (e.g. 0.075)")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise ValueError(f"{value} is negative")
-    return value
-
-
-def _bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no", ""):
-        return False
-    raise ValueError(f"{text!r} is not a boolean (true or false)")
-
-
-def _duration(text: str) -> timedelta:
-    value = parse_duration(text)
-    if value < timedelta(0):
-        raise ValueError(f"{text!r} is negative")
-    return value

@@ -1,4 +1,6 @@
-"""Settings of the Azure provider: CLI flags ``--<name>`` or environment variables.
+"""Settings of the Azure provider: flags ``--azure-<name>`` or variables
+``KARPENTER_AZURE_<NAME>`` (with the Azure provider alone, also ``--<name>`` and the variable each
+option names).
 
 The environment variable names are upstream's (the karpenter-provider-azure Helm chart sets
 them), so one deployment's values serve both.
@@ -7,19 +9,28 @@ them), so one deployment's values serve both.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-from karpenter_core.sdk.record import ProviderOption
-from karpenter_core.sdk.types import CloudProviderError
+from karpenter_core.sdk.record import ProviderOption, option_env, option_flag
+from karpenter_core.sdk.settings import (
+    OptionError,
+    OptionReader,
+    choice,
+    fraction,
+    items,
+    matching,
+    text,
+    url,
+)
 
 __all__ = [
     "FALLBACK_REGION",
     "NETWORK_PLUGINS",
     "NETWORK_PLUGIN_MODES",
     "OPTIONS",
+    "PROVIDER",
     "AzureSettings",
     "SettingsError",
 ]
@@ -138,6 +149,8 @@ OPTIONS = (
     ),
 )
 
+PROVIDER = "azure"
+"""The provider's name, which prefixes its options."""
 FALLBACK_REGION = "eastus"
 """The location an offline simulation uses when none is configured."""
 PUBLIC_ARM_ENDPOINT = "https://management.azure.com"
@@ -159,10 +172,11 @@ _IDENTITY_ID = re.compile(
     re.IGNORECASE,
 )
 _BOOTSTRAP_TOKEN = re.compile(r"[a-z0-9]{6}\.[a-z0-9]{16}")
+_SSH_KEY = re.compile(r"(ssh-(rsa|ed25519)|ecdsa-sha2-nistp\d+) [A-Za-z0-9+/=]+( .*)?")
+_HTTPS_URL = url("https", example="https://10.0.0.1:443", trailing_slash=False)
 
-
-class SettingsError(CloudProviderError):
-    """A provider setting has a value that cannot be used."""
+SettingsError = OptionError
+"""A provider setting has a value that cannot be used."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,44 +204,40 @@ class AzureSettings:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> AzureSettings:
         """Parse option values keyed by option name (missing or None: the default)."""
-        defaults = {option.name: option.default for option in OPTIONS}
-
-        def get(name: str, parse: Callable[[str], Any]) -> Any:
-            raw = values.get(name)
-            if raw is None:
-                raw = defaults[name]
-            if raw is None:
-                raw = ""
-            try:
-                return parse(str(raw))
-            except ValueError as error:
-                raise SettingsError(f"--{name}: {error}") from None
-
+        get = OptionReader(PROVIDER, OPTIONS, values)
         return cls(
-            cluster_name=get("cluster-name", _matching(_NAME, "a cluster name")),
-            region=get("region", _region),
-            subscription_id=get("subscription-id", _matching(_GUID, "a subscription ID (GUID)")),
+            cluster_name=get("cluster-name", matching(_NAME, "a cluster name")),
+            region=get("region", matching(_REGION, "an Azure location name (e.g. eastus)")),
+            subscription_id=get("subscription-id", matching(_GUID, "a subscription ID (GUID)")),
             node_resource_group=get(
-                "node-resource-group", _matching(_RESOURCE_GROUP, "a resource group")
+                "node-resource-group", matching(_RESOURCE_GROUP, "a resource group")
             ),
-            vnet_subnet_id=get("vnet-subnet-id", _matching(_SUBNET_ID, "a subnet's ARM ID")),
-            network_plugin=get("network-plugin", _choice(NETWORK_PLUGINS)),
-            network_plugin_mode=get("network-plugin-mode", _choice(NETWORK_PLUGIN_MODES)),
-            node_identities=get("node-identities", _identities),
+            vnet_subnet_id=get("vnet-subnet-id", matching(_SUBNET_ID, "a subnet's ARM ID")),
+            network_plugin=get("network-plugin", choice(NETWORK_PLUGINS, fold=True)),
+            network_plugin_mode=get("network-plugin-mode", choice(NETWORK_PLUGIN_MODES, fold=True)),
+            node_identities=get(
+                "node-identities",
+                items(matching(_IDENTITY_ID, "a user-assigned identity's ARM ID")),
+            ),
             kubelet_identity_client_id=get(
-                "kubelet-identity-client-id", _matching(_GUID, "a client ID (GUID)")
+                "kubelet-identity-client-id", matching(_GUID, "a client ID (GUID)")
             ),
-            ssh_public_key=get("ssh-public-key", _ssh_key),
-            linux_admin_username=get("linux-admin-username", _matching(_NAME, "a Linux user name")),
-            cluster_endpoint=get("cluster-endpoint", _https_url),
-            cluster_ca_bundle=get("cluster-ca-bundle", str.strip),
+            ssh_public_key=get(
+                "ssh-public-key",
+                matching(
+                    _SSH_KEY, "an OpenSSH public key (ssh-rsa AAAA... or ssh-ed25519 AAAA...)"
+                ),
+            ),
+            linux_admin_username=get("linux-admin-username", matching(_NAME, "a Linux user name")),
+            cluster_endpoint=get("cluster-endpoint", _HTTPS_URL),
+            cluster_ca_bundle=get("cluster-ca-bundle", text),
             kubelet_bootstrap_token=get(
                 "kubelet-bootstrap-token",
-                _matching(_BOOTSTRAP_TOKEN, "a bootstrap token (<6 chars>.<16 chars>)"),
+                matching(_BOOTSTRAP_TOKEN, "a bootstrap token (<6 chars>.<16 chars>)"),
             ),
-            vm_memory_overhead_percent=get("vm-memory-overhead-percent", _fraction),
-            arm_endpoint_url=get("arm-endpoint-url", _https_url),
-            arm_ca_bundle=get("arm-ca-bundle", str.strip),
+            vm_memory_overhead_percent=get("vm-memory-overhead-percent", fraction),
+            arm_endpoint_url=get("arm-endpoint-url", _HTTPS_URL),
+            arm_ca_bundle=get("arm-ca-bundle", text),
         )
 
     @property
@@ -247,73 +257,8 @@ class AzureSettings:
             "kubelet-bootstrap-token": self.kubelet_bootstrap_token,
         }
         env = {option.name: option.env for option in OPTIONS}
-        return [f"--{name} ({env[name]})" for name, value in required.items() if not value]
-
-
-def _region(text: str) -> str:
-    region = text.strip()
-    if region and _REGION.fullmatch(region) is None:
-        raise ValueError(f"{text!r} is not an Azure location name (e.g. eastus)")
-    return region
-
-
-def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        value = text.strip()
-        if value and pattern.fullmatch(value) is None:
-            raise ValueError(f"{text!r} is not {what}")
-        return value
-
-    return parse
-
-
-def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        value = text.strip().lower()
-        if value not in choices:
-            shown = ", ".join(repr(c) for c in choices)
-            raise ValueError(f"{text!r} is not one of {shown}")
-        return value
-
-    return parse
-
-
-def _identities(text: str) -> tuple[str, ...]:
-    parts = tuple(part.strip() for part in text.split(",") if part.strip())
-    for part in parts:
-        if _IDENTITY_ID.fullmatch(part) is None:
-            raise ValueError(f"{part!r} is not a user-assigned identity's ARM ID")
-    return parts
-
-
-def _ssh_key(text: str) -> str:
-    key = text.strip()
-    if key and not re.fullmatch(
-        r"(ssh-(rsa|ed25519)|ecdsa-sha2-nistp\d+) [A-Za-z0-9+/=]+( .*)?", key
-    ):
-        raise ValueError("is not an OpenSSH public key (ssh-rsa AAAA... or ssh-ed25519 AAAA...)")
-    return key
-
-
-def _https_url(text: str) -> str:
-    url = text.strip()
-    if not url:
-        return url
-    try:
-        parts = urlsplit(url)
-        valid = parts.scheme == "https" and bool(parts.hostname) and parts.port != 0
-    except ValueError:  # a malformed IPv6 host or port
-        valid = False
-    if not valid:
-        raise ValueError(f"{text!r} is not an https URL (e.g. https://10.0.0.1:443)")
-    return url.rstrip("/")
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value < 1:
-        raise ValueError(f"{text!r} is not a fraction between 0 and 1 (e.g. 0.075)")
-    return value
+        return [
+            f"{option_flag(PROVIDER, name)} ({option_env(PROVIDER, name)} or {env[name]})"
+            for name, value in required.items()
+            if not value
+        ]

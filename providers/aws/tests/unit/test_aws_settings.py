@@ -20,6 +20,7 @@ from karpenter_aws.settings import OPTIONS, AWSSettings, SettingsError
 from karpenter_core.cli.main import cli
 from karpenter_core.cloudprovider.types import CloudProviderError
 from karpenter_core.operator.settings import Settings
+from karpenter_core.sdk.record import option_flag
 
 KARPENTER = Path(sys.executable).with_name("karpenter")
 AWS_CONFIG_ENV = (
@@ -188,7 +189,7 @@ def test_bad_value_names_the_flag(flag: str, value: str, message: str) -> None:
         AWSSettings.from_mapping({flag: value})
 
     text = str(raised.value)
-    assert text.startswith(f"--{flag}: "), text
+    assert text.startswith(f"{option_flag('aws', flag)}: "), text
     assert message in text
     assert "\n" not in text
 
@@ -400,14 +401,25 @@ def cli_error(args: list[str], env: dict[str, str | None]) -> str:
 def test_controller_reports_a_bad_flag_in_one_line(
     kubeconfig: Path, no_sdk_config: None, flag: str, value: str, message: str
 ) -> None:
-    args = ["controller", "--provider", "aws", "--region", "us-east-1", f"--{flag}", value]
+    given = option_flag("aws", flag)
+    args = ["controller", "--provider", "aws", "--aws-region", "us-east-1", given, value]
     if flag == "region":
         args = args[:3] + args[5:]
 
     error = cli_error(args, {"KUBECONFIG": str(kubeconfig)})
 
-    assert error.startswith(f"--{flag}: ")
+    assert error.startswith(f"{given}: ")
     assert message in error
+
+
+def test_controller_reports_a_bad_unprefixed_flag_by_the_options_flag(
+    kubeconfig: Path, no_sdk_config: None
+) -> None:
+    args = ["controller", "--provider", "aws", "--region", "us-east-1", "--reserved-enis", "-1"]
+
+    error = cli_error(args, {"KUBECONFIG": str(kubeconfig)})
+
+    assert error == "--aws-reserved-enis: -1 is negative"
 
 
 def test_controller_reports_a_bad_environment_variable_by_its_flag(
@@ -417,8 +429,8 @@ def test_controller_reports_a_bad_environment_variable_by_its_flag(
 
     error = cli_error(["controller", "--provider", "aws", "--region", "us-east-1"], env)
 
-    assert error == "--vm-memory-overhead-percent: '7.5' is not a fraction between 0 and 1 " + (
-        "(e.g. 0.075)"
+    assert error == (
+        "--aws-vm-memory-overhead-percent: '7.5' is not a fraction between 0 and 1 (e.g. 0.075)"
     )
 
 
@@ -450,7 +462,7 @@ def test_controller_without_a_kubeconfig(tmp_path: Path, no_sdk_config: None) ->
 def test_simulate_reports_a_bad_flag_in_one_line(no_sdk_config: None) -> None:
     error = cli_error(["simulate", "--provider", "aws", "--reserved-enis", "-2"], {})
 
-    assert error == "--reserved-enis: -2 is negative"
+    assert error == "--aws-reserved-enis: -2 is negative"
 
 
 def run_karpenter(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -471,9 +483,9 @@ def test_the_installed_command_prints_one_line(kubeconfig: Path, tmp_path: Path)
         "controller",
         "--provider",
         "aws",
-        "--region",
+        "--aws-region",
         "us-east-1",
-        "--vm-memory-overhead-percent",
+        "--aws-vm-memory-overhead-percent",
         "2",
         env={"KUBECONFIG": str(kubeconfig), "HOME": str(tmp_path)},
     )
@@ -481,7 +493,8 @@ def test_the_installed_command_prints_one_line(kubeconfig: Path, tmp_path: Path)
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr == (
-        "Error: --vm-memory-overhead-percent: '2' is not a fraction between 0 and 1 (e.g. 0.075)\n"
+        "Error: --aws-vm-memory-overhead-percent: '2' is not a fraction between 0 and 1 "
+        "(e.g. 0.075)\n"
     )
 
 
@@ -492,7 +505,9 @@ def test_controller_help_declares_each_flag_once(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     for option in OPTIONS:
-        assert result.stdout.count(f"--{option.name} ") == 1, option.name
+        assert result.stdout.count(f"{option_flag('aws', option.name)} ") == 1, option.name
+    assert result.stdout.count("--cluster-name ") == 1  # the core's, which AWS reads too
+    assert "--region " not in result.stdout  # today's unprefixed flags are hidden aliases
 
 
 @pytest.mark.slow

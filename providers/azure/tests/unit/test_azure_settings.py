@@ -79,16 +79,25 @@ def test_values_are_parsed() -> None:
     ],
 )
 def test_a_bad_value_names_the_flag(name: str, value: str, message: str) -> None:
-    with pytest.raises(SettingsError, match=f"^--{name}: .*{message}"):
+    with pytest.raises(SettingsError, match=f"^--azure-{name}: .*{message}"):
         AzureSettings.from_mapping({name: value})
 
 
 def test_launch_problems_name_flag_and_variable() -> None:
     problems = AzureSettings.from_mapping({"region": "eastus"}).launch_problems()
-    assert "--subscription-id (ARM_SUBSCRIPTION_ID)" in problems
-    assert "--node-resource-group (AZURE_NODE_RESOURCE_GROUP)" in problems
-    assert "--kubelet-bootstrap-token (KUBELET_BOOTSTRAP_TOKEN)" in problems
-    assert not any(p.startswith("--region") for p in problems)
+    assert (
+        "--azure-subscription-id (KARPENTER_AZURE_SUBSCRIPTION_ID or ARM_SUBSCRIPTION_ID)"
+        in problems
+    )
+    assert (
+        "--azure-node-resource-group (KARPENTER_AZURE_NODE_RESOURCE_GROUP or "
+        "AZURE_NODE_RESOURCE_GROUP)" in problems
+    )
+    assert (
+        "--azure-kubelet-bootstrap-token (KARPENTER_AZURE_KUBELET_BOOTSTRAP_TOKEN or "
+        "KUBELET_BOOTSTRAP_TOKEN)" in problems
+    )
+    assert not any(p.startswith("--azure-region") for p in problems)
 
 
 def test_unknown_client_names_are_refused() -> None:
