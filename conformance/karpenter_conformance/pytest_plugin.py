@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 import yaml
@@ -30,6 +31,9 @@ BACKENDS = ("binaries", "docker", "external")
 CLUSTER_FIXTURES = frozenset({"kube_cluster", "kube_client", "namespace"})
 COMPOSE_FILE = Path(__file__).parent / "docker" / "compose.yaml"
 DOCKER_READY_TIMEOUT = 180.0
+PROGRESS = pytest.StashKey[TextIO]()
+"""Where ``say`` writes progress lines instead of the terminal (set by the conformance runner,
+which keeps pytest's own output off the terminal)."""
 
 
 @dataclass
@@ -101,25 +105,29 @@ def _external_kubeconfig(config: pytest.Config) -> Path | None:
     return Path(first).expanduser() if first else None
 
 
-def _say(config: pytest.Config, message: str) -> None:
-    """Show a progress line on the terminal, even while output is captured."""
+def say(config: pytest.Config, message: str) -> None:
+    """Show a progress line, even while output is captured: on the stream the conformance
+    runner asked for (``PROGRESS``), else on the terminal."""
+    sink = config.stash.get(PROGRESS, None)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None:
-        return
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-        reporter.write_line(message)
+        if sink is not None:
+            sink.write(message + "\n")
+            sink.flush()
+        elif reporter is not None:
+            reporter.write_line(message)
 
 
 def _binaries_cluster(
     config: pytest.Config, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[KubeCluster]:
     if not build.is_built():
-        _say(config, f"[cluster] building control-plane binaries into {build.bin_dir()}")
-        build.build(log=lambda line: _say(config, line))
+        say(config, f"[cluster] building control-plane binaries into {build.bin_dir()}")
+        build.build(log=lambda line: say(config, line))
     plane = control_plane.ControlPlane(tmp_path_factory.mktemp("cluster"))
     seconds = plane.start(control_plane.installed_crds())
-    _say(config, f"[cluster] control plane up in {seconds:.1f}s (state in {plane.state_dir})")
+    say(config, f"[cluster] control plane up in {seconds:.1f}s (state in {plane.state_dir})")
     try:
         yield KubeCluster("binaries", plane.kubeconfig, plane)
     finally:

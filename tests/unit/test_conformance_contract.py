@@ -174,7 +174,8 @@ def test_karpenter_conformance_prints_json() -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    report = json.loads(result.stdout)  # progress goes to stderr, stdout holds only the JSON
+    assert "[conformance] [1/1] record passed" in result.stderr
     assert report["provider"] == "kwok"
     assert [(c["name"], c["result"], c["core"]) for c in report["checks"]] == [
         ("record", "passed", True)
