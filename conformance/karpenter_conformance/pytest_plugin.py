@@ -26,6 +26,7 @@ import yaml
 from kubernetes import client, config
 
 from karpenter_conformance.cluster import build, control_plane, crds, versions
+from karpenter_core.cli.checkout import checkout_dir
 
 BACKENDS = ("binaries", "docker", "external")
 CLUSTER_FIXTURES = frozenset({"kube_cluster", "kube_client", "namespace"})
@@ -154,10 +155,8 @@ def _docker_cluster(
     try:
         from pytest_docker.plugin import get_docker_ip, get_docker_services
     except ImportError:
-        pytest.skip(
-            "--cluster-backend docker needs pytest-docker: pip install "
-            "'karpenter-conformance[docker]'"
-        )
+        kit = shlex.quote(checkout_dir("karpenter-conformance") + "[docker]")
+        pytest.skip(f"--cluster-backend docker needs pytest-docker: pip install -e {kit}")
     compose = f"KWOK_CLUSTER_IMAGE={shlex.quote(versions.KWOK_CLUSTER_IMAGE)} docker compose"
     project = f"karpenter-conformance-{os.getpid()}"
     with get_docker_services(
