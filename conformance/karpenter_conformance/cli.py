@@ -35,8 +35,9 @@ __all__ = ["conformance"]
 def conformance(name: str, select: str | None, cluster: bool, output: str) -> None:
     """Check that a provider keeps the contract the core relies on (exit 1 on any failure).
 
-    Progress (each check as it ends, the local cluster's build and start) goes to stderr; the
-    table or the JSON to stdout."""
+    Runs the contract level (the provider against its profile's fake cloud, no cluster, seconds);
+    --cluster adds the cluster level. Progress (each check as it ends, the local cluster's build
+    and start) goes to stderr; the table or the JSON to stdout."""
     from karpenter_conformance.suite.runner import NOT_RUN, OUTCOMES, as_dict, run
     from karpenter_conformance.suite.version import UnsupportedRecordVersion
     from karpenter_core.cloudprovider.registry import (
