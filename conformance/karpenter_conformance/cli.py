@@ -7,6 +7,7 @@ pytest are imported only when the command runs.
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
@@ -32,7 +33,11 @@ __all__ = ["conformance"]
     help="Output format.",
 )
 def conformance(name: str, select: str | None, cluster: bool, output: str) -> None:
-    """Check that a provider keeps the contract the core relies on (exit 1 on any failure)."""
+    """Check that a provider keeps the contract the core relies on (exit 1 on any failure).
+
+    Runs the contract level (the provider against its profile's fake cloud, no cluster, seconds);
+    --cluster adds the cluster level. Progress (each check as it ends, the local cluster's build
+    and start) goes to stderr; the table or the JSON to stdout."""
     from karpenter_conformance.suite.runner import NOT_RUN, OUTCOMES, as_dict, run
     from karpenter_conformance.suite.version import UnsupportedRecordVersion
     from karpenter_core.cloudprovider.registry import (
@@ -43,7 +48,8 @@ def conformance(name: str, select: str | None, cluster: bool, output: str) -> No
 
     try:
         record = discover().provider(name)
-        report = run(record, select, *(["--cluster"] if cluster else []))
+        # progress on stderr: stdout carries only the table or the JSON
+        report = run(record, select, *(["--cluster"] if cluster else []), progress=sys.stderr)
     except (RegistryError, UnknownProviderError, UnsupportedRecordVersion) as error:
         raise click.ClickException(str(error)) from None
     if not report.results:

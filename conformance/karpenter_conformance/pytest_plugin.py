@@ -19,17 +19,22 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 import yaml
 from kubernetes import client, config
 
 from karpenter_conformance.cluster import build, control_plane, crds, versions
+from karpenter_core.cli.checkout import checkout_dir
 
 BACKENDS = ("binaries", "docker", "external")
 CLUSTER_FIXTURES = frozenset({"kube_cluster", "kube_client", "namespace"})
 COMPOSE_FILE = Path(__file__).parent / "docker" / "compose.yaml"
 DOCKER_READY_TIMEOUT = 180.0
+PROGRESS = pytest.StashKey[TextIO]()
+"""Where ``say`` writes progress lines instead of the terminal (set by the conformance runner,
+which keeps pytest's own output off the terminal)."""
 
 
 @dataclass
@@ -101,25 +106,29 @@ def _external_kubeconfig(config: pytest.Config) -> Path | None:
     return Path(first).expanduser() if first else None
 
 
-def _say(config: pytest.Config, message: str) -> None:
-    """Show a progress line on the terminal, even while output is captured."""
+def say(config: pytest.Config, message: str) -> None:
+    """Show a progress line, even while output is captured: on the stream the conformance
+    runner asked for (``PROGRESS``), else on the terminal."""
+    sink = config.stash.get(PROGRESS, None)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None:
-        return
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-        reporter.write_line(message)
+        if sink is not None:
+            sink.write(message + "\n")
+            sink.flush()
+        elif reporter is not None:
+            reporter.write_line(message)
 
 
 def _binaries_cluster(
     config: pytest.Config, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[KubeCluster]:
     if not build.is_built():
-        _say(config, f"[cluster] building control-plane binaries into {build.bin_dir()}")
-        build.build(log=lambda line: _say(config, line))
+        say(config, f"[cluster] building control-plane binaries into {build.bin_dir()}")
+        build.build(log=lambda line: say(config, line))
     plane = control_plane.ControlPlane(tmp_path_factory.mktemp("cluster"))
     seconds = plane.start(control_plane.installed_crds())
-    _say(config, f"[cluster] control plane up in {seconds:.1f}s (state in {plane.state_dir})")
+    say(config, f"[cluster] control plane up in {seconds:.1f}s (state in {plane.state_dir})")
     try:
         yield KubeCluster("binaries", plane.kubeconfig, plane)
     finally:
@@ -146,10 +155,8 @@ def _docker_cluster(
     try:
         from pytest_docker.plugin import get_docker_ip, get_docker_services
     except ImportError:
-        pytest.skip(
-            "--cluster-backend docker needs pytest-docker: pip install "
-            "'karpenter-conformance[docker]'"
-        )
+        kit = shlex.quote(checkout_dir("karpenter-conformance") + "[docker]")
+        pytest.skip(f"--cluster-backend docker needs pytest-docker: pip install -e {kit}")
     compose = f"KWOK_CLUSTER_IMAGE={shlex.quote(versions.KWOK_CLUSTER_IMAGE)} docker compose"
     project = f"karpenter-conformance-{os.getpid()}"
     with get_docker_services(

@@ -2,7 +2,7 @@
 
 Other distributions add commands through ``karpenter.cli`` entry points (each loads a
 ``click.Command``), so the core never imports them; a known command whose distribution is not
-installed says which one to install.
+installed says which one to install, and how (from the checkout: no index serves it).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import importlib.metadata
 import click
 
 from karpenter_core.cli.chart import chart
+from karpenter_core.cli.checkout import pip_install
 from karpenter_core.cli.controller import controller
 from karpenter_core.cli.convert import convert
 from karpenter_core.cli.crds import crds
@@ -72,7 +73,10 @@ def add_contributed_commands(group: click.Group) -> None:
         group.add_command(command, point.name)
     for name, dist in CONTRIBUTED.items():
         if name not in group.commands:
-            group.add_command(_unavailable(name, f"it comes with {dist}: pip install {dist}"))
+            hint = (
+                f"it comes with {dist}, installed from a karpenter-py checkout: {pip_install(dist)}"
+            )
+            group.add_command(_unavailable(name, hint))
 
 
 add_contributed_commands(cli)

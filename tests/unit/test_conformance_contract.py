@@ -18,6 +18,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+import karpenter_core
 from karpenter_conformance.suite.runner import Report, run
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cli import main as cli_main
@@ -36,6 +37,8 @@ from karpenter_kwok.conformance import KWOKProfile
 pytestmark = pytest.mark.slow
 
 KARPENTER = Path(sys.executable).parent / "karpenter"
+CHECKOUT = Path(karpenter_core.__file__).resolve().parents[1]
+"""The checkout the core under test runs from: the one install hints name."""
 CORE = {
     "record",
     "instance-types-are-valid",
@@ -174,7 +177,8 @@ def test_karpenter_conformance_prints_json() -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    report = json.loads(result.stdout)  # progress goes to stderr, stdout holds only the JSON
+    assert "[conformance] [1/1] record passed" in result.stderr
     assert report["provider"] == "kwok"
     assert [(c["name"], c["result"], c["core"]) for c in report["checks"]] == [
         ("record", "passed", True)
@@ -208,8 +212,8 @@ def test_without_karpenter_conformance_the_command_says_what_to_install(
     result = CliRunner().invoke(group, ["conformance", "--provider", "kwok"])
     assert result.exit_code == 1
     assert result.output.strip() == (
-        "Error: `karpenter conformance` is unavailable: it comes with karpenter-conformance: "
-        "pip install karpenter-conformance"
+        "Error: `karpenter conformance` is unavailable: it comes with karpenter-conformance, "
+        f"installed from a karpenter-py checkout: pip install -e {CHECKOUT / 'conformance'}"
     )
 
 

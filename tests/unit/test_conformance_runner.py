@@ -4,9 +4,13 @@ are reported as not run, and a record of an API version the suite does not check
 from __future__ import annotations
 
 import dataclasses
+import io
+import sys
+import types
 
 import pytest
 
+from karpenter_conformance.pytest_plugin import say
 from karpenter_conformance.suite.runner import SUITE, Report, _Collector, as_dict, run
 from karpenter_conformance.suite.version import RECORD_API_VERSIONS, UnsupportedRecordVersion
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
@@ -42,6 +46,38 @@ def test_checks_an_interrupted_run_never_reached_are_not_run() -> None:
     checks = {c["name"]: c["result"] for c in as_dict(report)["checks"]}
     assert checks["get-and-list"] == "not run"
     assert as_dict(report)["ok"] is False
+
+
+def test_progress_shows_each_check_and_the_fixtures_lines_while_pytest_captures_output(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plugin's progress line said during a check's setup (output captured, as the cluster
+    fixtures' are while they build and start the control plane) reaches the progress stream,
+    between the run's lines; pytest's own report does not."""
+    plugin = types.ModuleType("fake_progress_plugin")
+
+    def pytest_runtest_setup(item: pytest.Item) -> None:
+        print("printed, so captured")
+        say(item.config, "[cluster] control plane up in 1.0s")
+
+    plugin.pytest_runtest_setup = pytest_runtest_setup  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, plugin.__name__, plugin)
+    stream = io.StringIO()
+    report = run(kwok_with(), "record or get_and_list", "-p", plugin.__name__, progress=stream)
+    assert report.ok
+    assert stream.getvalue().splitlines() == [
+        "[conformance] kwok: 2 checks",
+        "[cluster] control plane up in 1.0s",
+        f"[conformance] [1/2] record passed ({report.results[0].seconds:.1f}s)",
+        "[cluster] control plane up in 1.0s",
+        f"[conformance] [2/2] get-and-list passed ({report.results[1].seconds:.1f}s)",
+    ]
+
+
+def test_without_a_progress_stream_the_run_is_quiet(capfd: pytest.CaptureFixture[str]) -> None:
+    report = run(kwok_with(), "record")
+    assert report.ok
+    assert capfd.readouterr() == ("", "")
 
 
 def test_the_suite_checks_the_core_record_version() -> None:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
+import tomllib
 import venv
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,14 +26,19 @@ import click
 import pytest
 import yaml
 from click.testing import CliRunner
+from packaging.requirements import Requirement
 
+import karpenter_core
 from karpenter_conformance.suite.runner import run
 from karpenter_core.apis.crdgen import generate_crd
+from karpenter_core.cli import checkout
 from karpenter_core.cli import main as cli_main
 from karpenter_core.cli.main import cli
 from karpenter_core.cloudprovider.plugin import ProviderRecord
 
 ROOT = Path(__file__).resolve().parents[2]
+CHECKOUT = Path(karpenter_core.__file__).resolve().parents[1]
+"""The checkout the core under test runs from: the one install hints name."""
 BIN = Path(sys.executable).parent
 NAME = "scaffoldcheck"
 LONGEST = "a" + "-b2" * 20 + "cd"
@@ -119,9 +126,36 @@ def test_without_karpenter_conformance_the_command_says_what_to_install(
     result = CliRunner().invoke(group, ["new-provider", "acme"])
     assert result.exit_code == 1
     assert result.output.strip() == (
-        "Error: `karpenter new-provider` is unavailable: it comes with karpenter-conformance: "
-        "pip install karpenter-conformance"
+        "Error: `karpenter new-provider` is unavailable: it comes with karpenter-conformance, "
+        f"installed from a karpenter-py checkout: pip install -e {CHECKOUT / 'conformance'}"
     )
+
+
+def test_the_source_tree_of_a_package_is_its_checkout_only_when_it_runs_from_one() -> None:
+    assert checkout.source_tree("karpenter_core") == CHECKOUT
+    assert checkout.source_tree("yaml") is None  # an installed copy
+    assert checkout.source_tree("no_such_package_anywhere") is None
+
+
+def test_away_from_a_checkout_the_hint_names_a_placeholder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checkout, "source_tree", lambda package: None)
+    assert checkout.pip_install("karpenter-core", "karpenter-conformance", extra=("a b",)) == (
+        "pip install -e path/to/karpenter-py -e path/to/karpenter-py/conformance -e 'a b'"
+    )
+
+
+def test_the_next_steps_install_the_core_and_the_kit_from_the_checkout(tmp_path: Path) -> None:
+    directory = tmp_path / "my providers" / "karpenter-acme"
+    code, output = _new_provider("acme", "--dir", str(directory))
+    assert code == 0, output
+    install = next(line.strip() for line in output.splitlines() if "pip install" in line)
+    assert shlex.split(install) == [
+        *("pip", "install", "-e", str(CHECKOUT), "-e", str(CHECKOUT / "conformance")),
+        *("-e", f"{directory}[test]"),
+    ]
+    readme = (directory / "README.md").read_text()
+    assert f"pip install -e {CHECKOUT} -e {CHECKOUT / 'conformance'} -e '.[test]'" in readme
+    assert f"MYPYPATH={CHECKOUT}:{CHECKOUT / 'conformance'} mypy" in readme
 
 
 # -- the generated package ---------------------------------------------------------------------
@@ -134,6 +168,8 @@ def test_the_package_has_every_piece(generated: Path) -> None:
     assert f'{NAME} = "karpenter_{NAME}.plugin"' in pyproject
     assert 'license = "Apache-2.0"' in pyproject
     assert '"setuptools>=77"' in pyproject
+    extra = tomllib.loads(pyproject)["project"]["optional-dependencies"]["test"]
+    assert {Requirement(r).name for r in extra} >= {"pytest", "ruff", "mypy", "types-PyYAML"}
     for piece in (
         "plugin.py",
         "provider.py",
@@ -214,29 +250,25 @@ def _pip(bin_dir: Path, *arguments: str) -> None:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     """``karpenter new-provider``, then a new virtual environment holding karpenter-core,
-    karpenter-conformance and the generated package (editable, dependencies from pip's cache or
-    the index)."""
+    karpenter-conformance and the generated package, installed as the command's hint says
+    (editable, dependencies from pip's cache or the index)."""
     root = tmp_path_factory.mktemp("scaffold-venv")
     directory = root / f"karpenter-{NAME}"
     started = time.monotonic()
-    subprocess.run(
+    printed = subprocess.run(
         [str(BIN / "karpenter"), "new-provider", NAME, "--dir", str(directory)],
         check=True,
         capture_output=True,
-    )
+        text=True,
+    ).stdout
+    hint = shlex.split(next(line for line in printed.splitlines() if "pip install" in line))
+    assert hint[:2] == ["pip", "install"], printed
     venv.create(root / "venv", with_pip=True)
     bin_dir = root / "venv" / "bin"
+    # without build isolation (the environment's setuptools builds the packages): no index
+    # access for setuptools in each build
     _pip(bin_dir, "setuptools>=77")
-    _pip(
-        bin_dir,
-        "--no-build-isolation",
-        "-e",
-        str(ROOT),
-        "-e",
-        str(ROOT / "conformance"),
-        "-e",
-        f"{directory}[test]",
-    )
+    _pip(bin_dir, "--no-build-isolation", *hint[2:])
     print(f"\nnew-provider and install: {time.monotonic() - started:.1f}s")
     return Installed(directory, bin_dir, started)
 
@@ -278,16 +310,25 @@ def test_installed_in_its_own_venv_it_passes_the_contract_level(installed: Insta
 
 
 @pytest.mark.slow
-def test_the_package_is_mypy_clean_under_its_own_config(generated: Path) -> None:
-    checked = subprocess.run(
-        [str(BIN / "mypy"), "--cache-dir", os.devnull],
-        cwd=generated,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "MYPYPATH": os.pathsep.join([str(ROOT), str(ROOT / "conformance")])},
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+def test_its_test_extra_checks_it_ruff_and_mypy_clean(installed: Installed) -> None:
+    """With the ruff and mypy its ``[test]`` extra installs, as its README says."""
+    readme = (installed.directory / "README.md").read_text()
+    mypypath = os.pathsep.join([str(CHECKOUT), str(CHECKOUT / "conformance")])
+    assert f"MYPYPATH={mypypath} mypy" in readme
+    for command, env in (
+        (["ruff", "check", "--no-cache", "."], {}),
+        (["ruff", "format", "--no-cache", "--check", "."], {}),
+        (["mypy", "--cache-dir", os.devnull], {"MYPYPATH": mypypath}),
+    ):
+        checked = subprocess.run(
+            [str(installed.bin / command[0]), *command[1:]],
+            cwd=installed.directory,
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "PYTHONPATH": "", **env},
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 @pytest.mark.slow

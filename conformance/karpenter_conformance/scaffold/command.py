@@ -28,14 +28,17 @@ __all__ = ["new_provider"]
 )
 def new_provider(name: str, directory: Path | None, group: str | None) -> None:
     """Write a provider package NAME that passes `karpenter conformance` as generated."""
-    from karpenter_conformance.scaffold.generate import ScaffoldError, generate
+    from karpenter_conformance.scaffold.generate import ScaffoldError, generate, install_command
 
     try:
         root = generate(name, directory, group)
     except ScaffoldError as error:
         raise click.BadParameter(error.message, param_hint=repr(error.param)) from None
     click.echo(f"wrote the {name} provider into {root}")
-    click.echo("next:")
-    click.echo(f"  pip install -e '{root}[test]'")
-    click.echo(f"  karpenter conformance --provider {name}")
-    click.echo(f"  karpenter conformance --provider {name} --cluster")
+    click.echo(
+        "next, in a virtual environment (karpenter-core and karpenter-conformance come from "
+        "the karpenter-py checkout; no package index serves them):"
+    )
+    click.echo("  " + install_command(root.resolve()))
+    click.echo(f"  karpenter conformance --provider {name}            # contract level, seconds")
+    click.echo(f"  karpenter conformance --provider {name} --cluster  # on a local KWOK cluster")

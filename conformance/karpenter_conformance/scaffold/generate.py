@@ -2,14 +2,15 @@
 conformance suite as generated.
 
 The templates (``templates/``, package data) are ``string.Template`` files; ``package/`` becomes
-the Python package. The NodeClass CRD is generated from the written model with the core's
-crdgen, as a provider regenerates it after changing the model.
+the Python package. The NodeClass CRD is generated from the written model by the model's own
+module, as a provider regenerates it after changing the model.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 import sys
 import uuid
 from dataclasses import dataclass
@@ -19,10 +20,11 @@ from pathlib import Path
 from string import Template
 
 from karpenter_core.apis import labels as wk
+from karpenter_core.cli.checkout import checkout_dir, pip_install
 from karpenter_core.cloudprovider.plugin import ENTRY_POINT_GROUP
 from karpenter_core.cloudprovider.registry import MAX_NAME_LENGTH, NAME_PATTERN
 
-__all__ = ["Names", "ScaffoldError", "generate", "names_for"]
+__all__ = ["Names", "ScaffoldError", "generate", "install_command", "names_for"]
 
 TEMPLATE_SUFFIX = ".tmpl"
 PACKAGE_DIR = "package"
@@ -105,6 +107,10 @@ def generate(name: str, directory: Path | None = None, group: str | None = None)
             "--dir", f"{target} already exists; choose another directory (nothing was written)"
         )
     values = {key: getattr(names, key) for key in Names.__dataclass_fields__}
+    values["install"] = install_command(Path("."))
+    values["mypypath"] = os.pathsep.join(
+        map(checkout_dir, ("karpenter-core", "karpenter-conformance"))
+    )
     rendered = [
         (target / _output_path(relative, names.package), Template(text).substitute(values))
         for relative, text in _templates(resources.files(__package__).joinpath("templates"))
@@ -116,8 +122,14 @@ def generate(name: str, directory: Path | None = None, group: str | None = None)
     for path, text in rendered:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    _write_crd(target / names.package / "nodeclass.py", names)
+    _write_crd(target / names.package / "nodeclass.py")
     return target
+
+
+def install_command(package: Path) -> str:
+    """``pip install`` of karpenter-core and karpenter-conformance from the checkout they run
+    from (no index serves them), and of the generated ``package`` with its test extra."""
+    return pip_install("karpenter-core", "karpenter-conformance", extra=(f"{package}[test]",))
 
 
 def _templates(root: Traversable, prefix: str = "") -> list[tuple[str, str]]:
@@ -139,10 +151,9 @@ def _output_path(relative: str, package: str) -> Path:
     return Path(*parts)
 
 
-def _write_crd(model_file: Path, names: Names) -> None:
-    """Generate the NodeClass CRD from the written model (loaded from its file, on its own)."""
-    from karpenter_core.cli.crds import FILE_HEADER, render_crd
-
+def _write_crd(model_file: Path) -> None:
+    """Write the NodeClass CRD with the written model's own ``write_crd`` (the module loaded
+    from its file, on its own), as ``python -m <package>.nodeclass`` does."""
     module_name = f"_karpenter_scaffold_{uuid.uuid4().hex}"
     spec = importlib.util.spec_from_file_location(module_name, model_file)
     assert spec is not None and spec.loader is not None
@@ -150,9 +161,6 @@ def _write_crd(model_file: Path, names: Names) -> None:
     sys.modules[module_name] = module  # pydantic resolves the model's annotations through it
     try:
         spec.loader.exec_module(module)
-        crd = module.crd()
+        module.write_crd()
     finally:
         del sys.modules[module_name]
-    path = model_file.parent / "crds" / f"{names.group}_{names.plural}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(FILE_HEADER + render_crd(crd), encoding="utf-8")
