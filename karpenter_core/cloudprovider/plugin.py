@@ -168,7 +168,9 @@ class ProviderRecord:
     controllers: Callable[[ProviderContext, CloudProvider], Sequence[Any]] | None = None
     capabilities: frozenset[str] = frozenset()
     description: str = ""
-    api_version: int = API_VERSION
+    api_version: int = field(kw_only=True)
+    """The record version the provider is built for, as a number (``api_version=2``): required,
+    so that a provider written before the field was required (version 1) is refused by name."""
     default_scenario: Callable[[], str] | None = None
     """The YAML ``karpenter simulate --provider <name>`` reads when given no file (default: the
     core's KWOK scenario)."""

@@ -62,6 +62,9 @@ _UNEXPECTED_FIELD = re.compile(
     r"^(ProviderRecord|ProviderOption|ProviderContext|NodeClassInfo)\.__init__\(\) got an "
     r"unexpected keyword argument '(\w+)'"
 )
+_MISSING_VERSION = re.compile(
+    r"^ProviderRecord\.__init__\(\) missing 1 required keyword-only argument: 'api_version'"
+)
 _IMPORT_STATEMENT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\b|import\s+([\w.]+))")
 # Namespace packages: the distribution is named after the first components of the module path.
 _NAMESPACES = {"azure.mgmt": 3, "azure": 2, "google.cloud": 3}
@@ -261,12 +264,21 @@ def _invalid(record: object) -> tuple[str, str | None] | None:
 
 
 def _removed_field(source: PluginSource, error: Exception) -> tuple[str, str] | None:
-    """For a plugin that built a record class with a field this core's record does not have
-    (written for another record version): the reason and fix naming it; else None."""
-    match = _UNEXPECTED_FIELD.match(str(error)) if isinstance(error, TypeError) else None
-    if match is None:
+    """For a plugin that built a record without ``api_version`` or with a field this core's
+    record does not have (written for version 1): the reason and fix naming it; else None."""
+    if not isinstance(error, TypeError):
         return None
     provider = source.entry_point.split(" = ", 1)[0]
+    if _MISSING_VERSION.match(str(error)):
+        reason = (
+            f"provider {provider!r} does not say which provider record version it is built for "
+            f"(api_version), so it was built for version 1; this core speaks version "
+            f"{API_VERSION}: {changes_since(provider, 1)}"
+        )
+        return reason, upgrade_fix(1)
+    match = _UNEXPECTED_FIELD.match(str(error))
+    if match is None:
+        return None
     cls, field_name = match.groups()
     reason = (
         f"provider {provider!r} passes {cls} field {field_name!r}, which this core's record "

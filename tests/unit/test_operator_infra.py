@@ -158,14 +158,18 @@ def test_leader_election_has_a_rate_limit_of_its_own() -> None:
     has a clientset, so a token bucket, of its own): a busy controller does not lose its Lease."""
     from kubernetes import client as k8s
 
-    from karpenter_core.cloudprovider.plugin import ProviderRecord
+    from karpenter_core.cloudprovider.plugin import API_VERSION, ProviderRecord
 
     kube = KubeClient(
         k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:9")),
         Settings(kube_client_qps=10, kube_client_burst=3),
     )
     settings = Settings(metrics_port=0, health_probe_port=0, kube_client_qps=10)
-    operator = Operator(settings, ProviderRecord(name="none", factory=lambda _: _NoCloud()), kube)
+    operator = Operator(
+        settings,
+        ProviderRecord(name="none", factory=lambda _: _NoCloud(), api_version=API_VERSION),
+        kube,
+    )
     assert operator.elector is not None
     for _ in range(50):
         kube.bucket.reserve()
@@ -467,7 +471,7 @@ class _NoCloud:
 def test_controllers_stop_together_within_one_grace_period() -> None:
     from kubernetes import client as k8s
 
-    from karpenter_core.cloudprovider.plugin import ProviderRecord
+    from karpenter_core.cloudprovider.plugin import API_VERSION, ProviderRecord
 
     grace = 1.0
     done = threading.Event()
@@ -476,7 +480,7 @@ def test_controllers_stop_together_within_one_grace_period() -> None:
     settings = Settings(disable_leader_election=True, metrics_port=0, health_probe_port=0)
     operator = Operator(
         settings,
-        ProviderRecord(name="none", factory=lambda _: _NoCloud()),
+        ProviderRecord(name="none", factory=lambda _: _NoCloud(), api_version=API_VERSION),
         kube,
         controllers=lambda _: controllers,
         controller_stop_timeout=grace,

@@ -194,7 +194,7 @@ print(launched.metadata.labels["node.kubernetes.io/instance-type"], cloud.list()
 
 
 def _record(name: str = "alpha", **changes: object) -> ProviderRecord:
-    record = ProviderRecord(name=name, factory=lambda context: None)  # type: ignore[arg-type,return-value]
+    record = ProviderRecord(name=name, factory=lambda context: None, api_version=API_VERSION)  # type: ignore[arg-type,return-value]
     return dataclasses.replace(record, **changes)
 
 
@@ -416,6 +416,7 @@ def test_record_settings_take_the_value_then_the_environment_then_the_default(
 ) -> None:
     record = ProviderRecord(
         name="x",
+        api_version=API_VERSION,
         factory=lambda context: None,  # type: ignore[arg-type,return-value]
         options=[
             ProviderOption("given-one", "h", default="d1", env="X_GIVEN"),

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from karpenter_core import rbac
 from karpenter_core.cli.rbac import rbac as rbac_command
 from karpenter_core.cloudprovider import registry
-from karpenter_core.cloudprovider.plugin import ProviderRecord
+from karpenter_core.cloudprovider.plugin import API_VERSION, ProviderRecord
 
 ROLE = """\
 apiVersion: rbac.authorization.k8s.io/v1
@@ -28,7 +28,9 @@ rules:
 
 
 def _record(role: Path | None) -> ProviderRecord:
-    return ProviderRecord(name="example", factory=lambda _: None, cluster_role=role)  # type: ignore[arg-type,return-value]
+    return ProviderRecord(
+        name="example", factory=lambda _: None, cluster_role=role, api_version=API_VERSION
+    )  # type: ignore[arg-type,return-value]
 
 
 def _by_kind_and_name(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:

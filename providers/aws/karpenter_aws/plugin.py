@@ -92,6 +92,7 @@ def karpenter_register_providers() -> list[ProviderRecord]:
     return [
         ProviderRecord(
             name="aws",
+            api_version=2,
             factory=_factory,
             node_classes=[
                 NodeClassInfo(

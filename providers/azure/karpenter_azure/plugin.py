@@ -70,6 +70,7 @@ def karpenter_register_providers() -> list[ProviderRecord]:
     return [
         ProviderRecord(
             name="azure",
+            api_version=2,
             factory=_factory,
             node_classes=[
                 NodeClassInfo(

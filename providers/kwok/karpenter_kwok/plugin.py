@@ -47,6 +47,7 @@ def karpenter_register_providers() -> list[ProviderRecord]:
     return [
         ProviderRecord(
             name="kwok",
+            api_version=2,
             factory=_factory,
             node_classes=[
                 NodeClassInfo(

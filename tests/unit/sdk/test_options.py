@@ -10,11 +10,19 @@ import pytest
 from karpenter_core.cli.providers import as_json
 from karpenter_core.cloudprovider.plugin import OptionConflict, option_key, provider_settings
 from karpenter_core.cloudprovider.registry import Registry
-from karpenter_core.sdk.record import ProviderOption, ProviderRecord, option_env, option_flag
+from karpenter_core.sdk.record import (
+    API_VERSION,
+    ProviderOption,
+    ProviderRecord,
+    option_env,
+    option_flag,
+)
 
 
 def _record(name: str, *options: ProviderOption) -> ProviderRecord:
-    return ProviderRecord(name=name, factory=lambda context: None, options=options)  # type: ignore[arg-type,return-value]
+    return ProviderRecord(
+        name=name, factory=lambda context: None, options=options, api_version=API_VERSION
+    )  # type: ignore[arg-type,return-value]
 
 
 AWS = _record(

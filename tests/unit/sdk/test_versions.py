@@ -50,9 +50,13 @@ def _registry() -> Registry:
     return build_registry(
         [
             _source("foo", lambda: ProviderRecord(name="foo", factory=_factory, api_version=1)),
-            _source("kwok", lambda: ProviderRecord(name="kwok", factory=_factory)),
+            _source("kwok", _current),
         ]
     )
+
+
+def _current() -> ProviderRecord:
+    return ProviderRecord(name="kwok", factory=_factory, api_version=API_VERSION)
 
 
 def test_the_changelog_ends_at_the_cores_version() -> None:
@@ -84,6 +88,26 @@ def test_a_record_passing_a_field_the_record_no_longer_has_is_refused() -> None:
     )
     assert failure.fix == FIX
     assert "\n" not in failure.reason
+
+
+def test_a_record_without_a_version_is_refused_as_built_for_version_1() -> None:
+    """Version 1 records left ``api_version`` at its default; the field is required since."""
+
+    def old() -> ProviderRecord:
+        return ProviderRecord(name="baz", factory=_factory)  # type: ignore[call-arg]
+
+    registry = build_registry([_source("baz", old), _source("kwok", _current)])
+
+    assert list(registry.records) == ["kwok"]
+    (failure,) = registry.failures
+    assert failure.reason == (
+        "provider 'baz' does not say which provider record version it is built for "
+        "(api_version), so it was built for version 1; this core speaks version 2: options are "
+        "now prefixed --baz-<name> (environment KARPENTER_BAZ_<NAME>), providers import only "
+        "karpenter_core.sdk, and NodeClasses reach a provider through "
+        "ProviderContext.node_classes (the use_node_classes hook is gone)"
+    )
+    assert failure.fix == FIX
 
 
 @pytest.mark.parametrize(
