@@ -21,7 +21,7 @@ from string import Template
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.cli.checkout import checkout_dir, pip_install
-from karpenter_core.cloudprovider.plugin import ENTRY_POINT_GROUP
+from karpenter_core.cloudprovider.plugin import API_VERSION, ENTRY_POINT_GROUP
 from karpenter_core.cloudprovider.registry import MAX_NAME_LENGTH, NAME_PATTERN
 
 __all__ = ["Names", "ScaffoldError", "generate", "install_command", "names_for"]
@@ -107,6 +107,7 @@ def generate(name: str, directory: Path | None = None, group: str | None = None)
             "--dir", f"{target} already exists; choose another directory (nothing was written)"
         )
     values = {key: getattr(names, key) for key in Names.__dataclass_fields__}
+    values["api_version"] = str(API_VERSION)
     values["install"] = install_command(Path("."))
     values["mypypath"] = os.pathsep.join(
         map(checkout_dir, ("karpenter-core", "karpenter-conformance"))
