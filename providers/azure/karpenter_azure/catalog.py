@@ -34,8 +34,7 @@ from karpenter_azure.instancetype import (
 )
 from karpenter_azure.pricing import RETAIL_PRICES_URL, PriceBook, http_getter
 from karpenter_azure.skus import Sku, VMSize, list_records, parse_size, read_skus, skip_reason
-from karpenter_azure.unavailable import UnavailableOfferings
-from karpenter_core.apis import labels as wk
+from karpenter_core.sdk.offerings import Marks, UnavailableOfferings
 from karpenter_core.sdk.types import CloudProviderError, InstanceType
 
 if TYPE_CHECKING:
@@ -68,7 +67,6 @@ _CACHE_SIZE = 32
 _FIRST_PRICES_WAIT = timedelta(seconds=60)
 """How long a live catalog without any price (no packaged table for the region) waits for the
 first Retail Prices read before building with none."""
-_NO_MARKS: frozenset[tuple[str, str]] = frozenset()
 
 
 class CatalogError(CloudProviderError):
@@ -166,8 +164,7 @@ class _Built:
 
     key: tuple[int, int, int]
     types: list[InstanceType]
-    marks: dict[str, frozenset[tuple[str, str]]]
-    spot_out: bool
+    marks: Marks
 
 
 class Catalog:
@@ -312,17 +309,13 @@ class Catalog:
         entry = self._cache.get(options)
         if entry is not None and entry.key == key:
             return entry.types
-        marks, spot_out = self.unavailable.snapshot()
-
-        def unavailable(capacity_type: str, name: str, zone: str) -> bool:
-            if spot_out and capacity_type == wk.CAPACITY_TYPE_SPOT:
-                return True
-            return (capacity_type, zone) in marks.get(name, _NO_MARKS)
+        marks = self.unavailable.snapshot()
 
         def rebuild(sku: Sku) -> InstanceType | None:
-            return build(sku, options, self.prices.price, unavailable)
+            return build(sku, options, self.prices.price, marks.excludes)
 
-        if entry is not None and entry.key[:2] == key[:2] and entry.spot_out == spot_out:
+        same_whole = entry is not None and entry.marks.capacity_types == marks.capacity_types
+        if entry is not None and entry.key[:2] == key[:2] and same_whole:
             # only availability changed: rebuild the sizes whose marks did
             old = entry.marks
             changed = {n for n in old.keys() | marks.keys() if old.get(n) != marks.get(n)}
@@ -342,5 +335,5 @@ class Catalog:
         with self._lock:
             if len(self._cache) >= _CACHE_SIZE and options not in self._cache:
                 self._cache.pop(next(iter(self._cache)))
-            self._cache[options] = _Built(key, types, marks, spot_out)
+            self._cache[options] = _Built(key, types, marks)
         return types

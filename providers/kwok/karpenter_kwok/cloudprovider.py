@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,7 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, parse_quantity
 from karpenter_core.apis.v1.common import NodeClassReference
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
+from karpenter_core.sdk.offerings import UnavailableOfferings, without_unavailable
 from karpenter_core.sdk.record import ProviderContext
 from karpenter_core.sdk.types import (
     CloudProviderError,
@@ -72,8 +73,6 @@ NODE_CLASS_LABEL = wk.node_class_label_key(GROUP, KIND)
 _MAX_NAME = 63
 _CREATE_ATTEMPTS = 5
 _RETRIED = frozenset({429, 500, 502, 503, 504})
-UNAVAILABLE_TTL = timedelta(minutes=3)
-"""How long an offering that had no capacity is left out of launches (upstream's TTL)."""
 
 
 def load_instance_types(path: str | None) -> list[InstanceType]:
@@ -180,7 +179,7 @@ class KWOKCloudProvider:
         self._context = context
         self._faults = faults or InsufficientCapacityFile(None)
         self._errors = errors or CloudErrorsFile(None)
-        self._unavailable: dict[tuple[str, str, str], datetime] = {}
+        self._unavailable = UnavailableOfferings(context.clock)
         self._pending: dict[str, tuple[threading.Timer, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
@@ -217,8 +216,9 @@ class KWOKCloudProvider:
         instance_type, offering = choose(self._catalog(), nodeclaim)
         chosen = (instance_type.name, offering.zone, offering.capacity_type)
         if self._faults.refuses(chosen):
-            with self._lock:
-                self._unavailable[chosen] = self._context.clock() + UNAVAILABLE_TTL
+            self._unavailable.mark(
+                offering.capacity_type, instance_type.name, offering.zone, "no capacity"
+            )
             raise InsufficientCapacity(
                 f"{chosen[0]} {chosen[2]} in {chosen[1]} has no capacity "
                 f"(listed in {self._faults.path})"
@@ -300,14 +300,10 @@ class KWOKCloudProvider:
 
     def _catalog(self) -> builtins.list[InstanceType]:
         """The catalog with offerings that recently ran out of capacity marked unavailable."""
-        now = self._context.clock()
-        with self._lock:
-            for key in [k for k, until in self._unavailable.items() if until <= now]:
-                del self._unavailable[key]
-            marked = set(self._unavailable)
-        if not marked:
+        marks = self._unavailable.snapshot()
+        if not marks:
             return list(self._instance_types)
-        return [_without(it, marked) for it in self._instance_types]
+        return [without_unavailable(it, marks) for it in self._instance_types]
 
     def _core(self) -> _Nodes:
         if self._context.kube_client is None:
@@ -417,29 +413,6 @@ def _setting(context: ProviderContext, option: str, env: str) -> str | None:
     if option in context.settings:
         return context.settings[option]
     return os.environ.get(env)
-
-
-def _without(instance_type: InstanceType, marked: set[tuple[str, str, str]]) -> InstanceType:
-    """``instance_type`` with the offerings in ``marked`` unavailable (itself if none is)."""
-    name = instance_type.name
-    if not any((name, o.zone, o.capacity_type) in marked for o in instance_type.offerings):
-        return instance_type
-    offerings = [
-        Offering(
-            o.requirements,
-            o.price,
-            o.available and (name, o.zone, o.capacity_type) not in marked,
-            o.estimated,
-        )
-        for o in instance_type.offerings
-    ]
-    return InstanceType(
-        name,
-        instance_type.requirements,
-        offerings,
-        instance_type.capacity,
-        instance_type.overhead,
-    )
 
 
 def _hydrate(nodeclaim: NodeClaim, node: Mapping[str, Any]) -> NodeClaim:
