@@ -11,7 +11,9 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
   raises, and the requirement algebra.
 - ``nodeclass``: NodeClass readiness, conditions and the wording of a manifest's problems.
 - ``status``: the NodeClass status controller a provider subclasses.
-- ``crds``: NodeClass CRD generation and rendering.
+- ``crds``: NodeClass CRD generation and rendering, and the writer of a provider's shipped CRD
+  files (``python -m karpenter_core.sdk.crds <provider>``).
+- ``offerings``: the cache of offerings a cloud recently refused, with their TTLs.
 - ``convert``: what a NodeClass converter for ``karpenter convert`` builds on.
 - ``observe``: structured logs and the metrics registry.
 

@@ -10,19 +10,10 @@ from dataclasses import replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from karpenter_aws.labels import GROUP
-from karpenter_aws.nodeclass import (
-    EC2NODECLASS_PRINTER_COLUMNS,
-    KIND,
-    PLURAL,
-    SHORT_NAMES,
-    VERSION,
-    EC2NodeClass,
-)
+from karpenter_aws.nodeclass import NODE_CLASS
 from karpenter_aws.settings import FALLBACK_REGION, OPTIONS, configured_region
 from karpenter_core.sdk.record import (
     Capability,
-    NodeClassInfo,
     ProviderContext,
     ProviderRecord,
     hookimpl,
@@ -93,17 +84,7 @@ def karpenter_register_providers() -> list[ProviderRecord]:
         ProviderRecord(
             name="aws",
             factory=_factory,
-            node_classes=[
-                NodeClassInfo(
-                    model=EC2NodeClass,
-                    group=GROUP,
-                    version=VERSION,
-                    kind=KIND,
-                    plural=PLURAL,
-                    printer_columns=[column.to_dict() for column in EC2NODECLASS_PRINTER_COLUMNS],
-                    short_names=SHORT_NAMES,
-                )
-            ],
+            node_classes=[NODE_CLASS],
             options=OPTIONS,
             controllers=_controllers,
             capabilities=frozenset(

@@ -10,19 +10,10 @@ from dataclasses import replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from karpenter_azure.nodeclass import (
-    GROUP,
-    KIND,
-    PLURAL,
-    PRINTER_COLUMNS,
-    SHORT_NAMES,
-    VERSION,
-    AKSNodeClass,
-)
+from karpenter_azure.nodeclass import NODE_CLASS
 from karpenter_azure.settings import FALLBACK_REGION, OPTIONS
 from karpenter_core.sdk.record import (
     Capability,
-    NodeClassInfo,
     ProviderContext,
     ProviderRecord,
     hookimpl,
@@ -71,17 +62,7 @@ def karpenter_register_providers() -> list[ProviderRecord]:
         ProviderRecord(
             name="azure",
             factory=_factory,
-            node_classes=[
-                NodeClassInfo(
-                    model=AKSNodeClass,
-                    group=GROUP,
-                    version=VERSION,
-                    kind=KIND,
-                    plural=PLURAL,
-                    printer_columns=[column.to_dict() for column in PRINTER_COLUMNS],
-                    short_names=SHORT_NAMES,
-                )
-            ],
+            node_classes=[NODE_CLASS],
             options=OPTIONS,
             controllers=_controllers,
             capabilities=frozenset(

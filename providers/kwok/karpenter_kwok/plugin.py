@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from karpenter_core.sdk.record import (
     Capability,
-    NodeClassInfo,
     ProviderContext,
     ProviderOption,
     ProviderRecord,
@@ -19,8 +18,7 @@ from karpenter_core.sdk.record import (
 )
 from karpenter_kwok.catalog import CATALOG_ENV, CATALOG_OPTION
 from karpenter_kwok.faults import ERRORS_ENV, ERRORS_OPTION, FAULTS_ENV, FAULTS_OPTION
-from karpenter_kwok.labels import GROUP
-from karpenter_kwok.nodeclass import KIND, PLURAL, VERSION, KWOKNodeClass
+from karpenter_kwok.nodeclass import NODE_CLASS
 
 if TYPE_CHECKING:
     from karpenter_core.sdk.types import CloudProvider
@@ -48,11 +46,7 @@ def karpenter_register_providers() -> list[ProviderRecord]:
         ProviderRecord(
             name="kwok",
             factory=_factory,
-            node_classes=[
-                NodeClassInfo(
-                    model=KWOKNodeClass, group=GROUP, version=VERSION, kind=KIND, plural=PLURAL
-                )
-            ],
+            node_classes=[NODE_CLASS],
             options=[
                 ProviderOption(
                     name=CATALOG_OPTION,

@@ -17,9 +17,10 @@ from click.testing import CliRunner
 from kubernetes import client
 from pydantic import ValidationError
 
-from karpenter_aws.nodeclass import GROUP, KIND, PLURAL, VERSION, EC2NodeClass, crd
+from karpenter_aws.nodeclass import GROUP, KIND, NODE_CLASS, PLURAL, VERSION, EC2NodeClass
 from karpenter_conformance.cluster import crds as cluster_crds
 from karpenter_core.cli.main import cli
+from karpenter_core.sdk.crds import node_class_crd
 
 pytestmark = pytest.mark.integration
 
@@ -405,7 +406,7 @@ class NodeClasses:
 @pytest.fixture(scope="module")
 def installed_crd(kube_cluster: Any) -> str:
     """The EC2NodeClass CRD generated now from the model, applied and Established."""
-    (name,) = cluster_crds.apply_documents(kube_cluster.kubeconfig, [crd()])
+    (name,) = cluster_crds.apply_documents(kube_cluster.kubeconfig, [node_class_crd(NODE_CLASS)])
     return name
 
 
@@ -497,4 +498,4 @@ def test_cli_crds_include_the_ec2nodeclass(installed_crd: str) -> None:
     documents = [document for document in yaml.safe_load_all(result.output) if document]
     by_name = {document["metadata"]["name"]: document for document in documents}
     assert installed_crd == f"{PLURAL}.{GROUP}"
-    assert by_name[installed_crd] == crd()
+    assert by_name[installed_crd] == node_class_crd(NODE_CLASS)

@@ -16,8 +16,9 @@ import yaml
 from kubernetes import client
 from pydantic import ValidationError
 
-from karpenter_azure.nodeclass import GROUP, KIND, PLURAL, VERSION, AKSNodeClass, crd
+from karpenter_azure.nodeclass import GROUP, KIND, NODE_CLASS, PLURAL, VERSION, AKSNodeClass
 from karpenter_conformance.cluster import crds as cluster_crds
+from karpenter_core.sdk.crds import crd_path, node_class_crd
 
 pytestmark = pytest.mark.integration
 
@@ -133,6 +134,8 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     ),
 }
 
+CRD_PATH = crd_path(NODE_CLASS)
+
 
 def manifest(spec: dict[str, Any]) -> dict[str, Any]:
     return {
@@ -195,7 +198,7 @@ class NodeClasses:
 @pytest.fixture(scope="module")
 def installed_crd(kube_cluster: Any) -> str:
     """The AKSNodeClass CRD generated now from the model, applied and Established."""
-    (name,) = cluster_crds.apply_documents(kube_cluster.kubeconfig, [crd()])
+    (name,) = cluster_crds.apply_documents(kube_cluster.kubeconfig, [node_class_crd(NODE_CLASS)])
     return name
 
 
@@ -280,8 +283,6 @@ def test_status_round_trips(node_classes: NodeClasses) -> None:
 
 
 def test_the_generated_crd_is_the_shipped_one(installed_crd: str) -> None:
-    from karpenter_azure.nodeclass import CRD_PATH
-
     shipped = [doc for doc in yaml.safe_load_all(CRD_PATH.read_text()) if doc]
     assert installed_crd == f"{PLURAL}.{GROUP}"
-    assert shipped == [crd()]
+    assert shipped == [node_class_crd(NODE_CLASS)]
