@@ -9,7 +9,9 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
 - ``record``: the registration record, the factory's context, option declarations, ``hookimpl``.
 - ``types``: the ``CloudProvider`` protocol, instance types and offerings, the errors a provider
   raises, and the requirement algebra.
-- ``nodeclass``: NodeClass readiness, conditions and the wording of a manifest's problems.
+- ``nodeclass``: NodeClass readiness, conditions and the wording of a manifest's problems, and
+  ``NodeClassBinding`` (a kind read through the context's view: lookup, readiness, launchable).
+- ``machines``: cloud machines as the NodeClaims ``create``, ``get`` and ``list`` return.
 - ``status``: the NodeClass status controller a provider subclasses.
 - ``crds``: NodeClass CRD generation and rendering, and the writer of a provider's shipped CRD
   files (``python -m karpenter_core.sdk.crds <provider>``).
