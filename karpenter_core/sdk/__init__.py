@@ -16,6 +16,8 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
 - ``crds``: NodeClass CRD generation and rendering, and the writer of a provider's shipped CRD
   files (``python -m karpenter_core.sdk.crds <provider>``).
 - ``offerings``: the cache of offerings a cloud recently refused, with their TTLs.
+- ``catalog``: cloud data refreshed on a TTL, packaged data, and instance types cached per
+  NodeClass inputs.
 - ``convert``: what a NodeClass converter for ``karpenter convert`` builds on.
 - ``observe``: structured logs and the metrics registry.
 
