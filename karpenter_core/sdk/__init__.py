@@ -20,6 +20,8 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
   NodeClass inputs.
 - ``convert``: what a NodeClass converter for ``karpenter convert`` builds on.
 - ``observe``: structured logs and the metrics registry.
+- ``testing``: for tests and fakes only (no runtime module imports it): a test certificate
+  authority and loopback HTTP(S) servers.
 
 Compatibility: a change to these modules either stays compatible (new optional names, new
 optional record fields) or raises ``API_VERSION``; discovery refuses a provider built for
