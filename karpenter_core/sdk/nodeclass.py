@@ -11,6 +11,7 @@ from karpenter_core.cloudprovider.nodeclass import (
     NotReady,
     Verdict,
     launchable_node_class,
+    no_view,
     node_class_ref_readiness,
     not_ready,
     stamp_conditions,
@@ -89,11 +90,13 @@ class NodeClassBinding(Generic[N]):
 
     def readiness(self, nodepool: NodePool, *, live: bool = True) -> NodeClassReadiness:
         """Whether the NodePool's NodeClass is of this kind, exists and is Ready (always ready
-        when not ``live``: offline, nothing is resolved)."""
+        when not ``live``: offline, nothing is resolved; never without a view)."""
         if not live:
             return NodeClassReadiness(ready=True)
         info = self.info
         ref = nodepool.spec.template.spec.node_class_ref
+        if self.owns(ref) and not self.has_view:
+            return NodeClassReadiness(False, no_view(info.kind, ref.name))
         return node_class_ref_readiness(self.provider, info.group, info.kind, ref, self.get)
 
     def launchable(self, nodeclaim: NodeClaim) -> N:

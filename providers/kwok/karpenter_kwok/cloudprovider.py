@@ -23,8 +23,8 @@ from kubernetes import client as k8s
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, parse_quantity
-from karpenter_core.apis.v1.common import NodeClassReference
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
+from karpenter_core.sdk.nodeclass import NodeClassBinding
 from karpenter_core.sdk.offerings import UnavailableOfferings, without_unavailable
 from karpenter_core.sdk.record import ProviderContext
 from karpenter_core.sdk.types import (
@@ -32,7 +32,6 @@ from karpenter_core.sdk.types import (
     InstanceType,
     InsufficientCapacity,
     NodeClaimNotFound,
-    NodeClassNotReady,
     NodeClassReadiness,
     Offering,
     RepairPolicy,
@@ -54,7 +53,7 @@ from karpenter_kwok.faults import (
     InsufficientCapacityFile,
 )
 from karpenter_kwok.labels import GROUP, KWOK_NODE, KWOK_NODE_VALUE, PROVIDER_ID_PREFIX
-from karpenter_kwok.nodeclass import KIND, KWOKNodeClass
+from karpenter_kwok.nodeclass import KIND, NODE_CLASS, KWOKNodeClass
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -177,6 +176,7 @@ class KWOKCloudProvider:
     ) -> None:
         self._instance_types = instance_types
         self._context = context
+        self.node_classes = NodeClassBinding[KWOKNodeClass]("kwok", NODE_CLASS, context)
         self._faults = faults or InsufficientCapacityFile(None)
         self._errors = errors or CloudErrorsFile(None)
         self._unavailable = UnavailableOfferings(context.clock)
@@ -195,8 +195,7 @@ class KWOKCloudProvider:
         """The whole catalog for a NodePool of a KWOKNodeClass, none for another provider's
         NodeClass (the same objects on every call while no offering has run out of capacity in
         the last few minutes; those are marked unavailable)."""
-        ref = nodepool.spec.template.spec.node_class_ref
-        if (ref.group, ref.kind) != (GROUP, KIND):
+        if not self.node_classes.owns(nodepool.spec.template.spec.node_class_ref):
             return []
         return self._catalog()
 
@@ -212,7 +211,7 @@ class KWOKCloudProvider:
             pending = self._pending.get(name)
         if pending is not None:
             return _hydrate(nodeclaim, pending[1])
-        delay = self._registration_delay(nodeclaim.spec.node_class_ref)
+        delay = self.node_classes.launchable(nodeclaim).spec.registration_delay()
         instance_type, offering = choose(self._catalog(), nodeclaim)
         chosen = (instance_type.name, offering.zone, offering.capacity_type)
         if self._faults.refuses(chosen):
@@ -285,18 +284,12 @@ class KWOKCloudProvider:
 
     def supported_node_classes(self) -> builtins.list[type[BaseModel]]:
         """KWOKNodeClass only."""
-        return [KWOKNodeClass]
+        return self.node_classes.supported()
 
     def node_class_readiness(self, nodepool: NodePool) -> NodeClassReadiness:
         """Ready unless the KWOKNodeClass reports a Ready condition that is not True (offline,
         always ready); a missing one is not ready."""
-        if self._context.kube_client is None:
-            return NodeClassReadiness(ready=True)
-        try:
-            self._registration_delay(nodepool.spec.template.spec.node_class_ref)
-        except CloudProviderError as error:
-            return NodeClassReadiness(ready=False, reason=str(error))
-        return NodeClassReadiness(ready=True)
+        return self.node_classes.readiness(nodepool, live=self._context.kube_client is not None)
 
     def _catalog(self) -> builtins.list[InstanceType]:
         """The catalog with offerings that recently ran out of capacity marked unavailable."""
@@ -312,27 +305,6 @@ class KWOKCloudProvider:
                 "cluster is configured; offline, only the catalog is available (karpenter simulate)"
             )
         return _Nodes(self._context.kube_client)
-
-    def _registration_delay(self, ref: NodeClassReference) -> timedelta:
-        """Resolve the NodeClaim's KWOKNodeClass through the context's read view: missing means
-        no capacity, as upstream."""
-        if (ref.group, ref.kind) != (GROUP, KIND):
-            raise NodeClassNotReady(
-                f"the kwok provider reads {KIND} ({GROUP}), not {ref.kind} ({ref.group})"
-            )
-        lookup = self._context.node_classes
-        if lookup is None:
-            raise CloudProviderError(
-                f"no view of {KIND} objects to read {ref.name!r} from: launching needs the "
-                "controller's NodeClass view (ProviderContext.node_classes)"
-            )
-        node_class = lookup(KIND, ref.name)
-        if not isinstance(node_class, KWOKNodeClass):
-            raise InsufficientCapacity(f"{KIND} {ref.name!r} not found")
-        reason = node_class.not_ready_reason()
-        if reason is not None:
-            raise NodeClassNotReady(f"{KIND} {ref.name!r} is not ready: {reason}")
-        return node_class.spec.registration_delay()
 
     def _read_node(self, api: _Nodes, name: str) -> dict[str, Any] | None:
         try:

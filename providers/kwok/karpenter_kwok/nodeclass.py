@@ -17,6 +17,7 @@ from karpenter_core.apis.v1.common import (
     ObjectMeta,
 )
 from karpenter_core.sdk.crds import KubeSchema
+from karpenter_core.sdk.nodeclass import NotReady
 from karpenter_core.sdk.record import NodeClassInfo
 from karpenter_kwok.labels import GROUP
 
@@ -90,6 +91,11 @@ class KWOKNodeClass(KubeObject):
             if condition.type == CONDITION_READY and condition.status != "True":
                 return condition.message or condition.reason
         return None
+
+    def not_ready(self) -> NotReady | None:
+        """Why the KWOKNodeClass launches nothing (see ``not_ready_reason``), or None."""
+        reason = self.not_ready_reason()
+        return None if reason is None else NotReady(reason, unknown=False)
 
 
 NODE_CLASS = NodeClassInfo(KWOKNodeClass, GROUP, VERSION, KIND, PLURAL)

@@ -132,6 +132,8 @@ def test_of_nodepool_and_readiness() -> None:
     foreign = bound.readiness(nodepool(kind="OtherNodeClass"))
     assert not foreign.ready and "reads ExampleNodeClass" in foreign.reason
     assert bound.readiness(nodepool(kind="OtherNodeClass"), live=False).ready
+    blind = binding(view=False).readiness(nodepool())
+    assert not blind.ready and "no view of ExampleNodeClass" in blind.reason
 
 
 def test_launchable_raises_what_upstream_raises() -> None:
