@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from karpenter_aws.nodeclass import NODE_CLASS
@@ -17,6 +16,8 @@ from karpenter_core.sdk.record import (
     ProviderContext,
     ProviderRecord,
     hookimpl,
+    packaged_file,
+    packaged_text,
 )
 
 if TYPE_CHECKING:
@@ -72,11 +73,6 @@ def _controllers(context: ProviderContext, provider: CloudProvider) -> Sequence[
     return controllers
 
 
-def _default_scenario() -> str:
-    path = resources.files("karpenter_aws").joinpath("scenarios", "default.yaml")
-    return path.read_text(encoding="utf-8")
-
-
 @hookimpl
 def karpenter_register_providers() -> list[ProviderRecord]:
     """The AWS provider."""
@@ -98,9 +94,9 @@ def karpenter_register_providers() -> list[ProviderRecord]:
             ),
             description="EC2 instances from EC2NodeClasses (spot and on-demand); offline, "
             "a packaged EC2 catalog with public on-demand prices",
-            default_scenario=_default_scenario,
+            default_scenario=packaged_text("karpenter_aws", "scenarios", "default.yaml"),
             conformance=_conformance,
-            cluster_role=resources.files("karpenter_aws").joinpath("rbac", "clusterrole.yaml"),
+            cluster_role=packaged_file("karpenter_aws", "rbac", "clusterrole.yaml"),
             convert=_converter,
         )
     ]

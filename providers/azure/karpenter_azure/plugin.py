@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from karpenter_azure.nodeclass import NODE_CLASS
@@ -17,6 +16,8 @@ from karpenter_core.sdk.record import (
     ProviderContext,
     ProviderRecord,
     hookimpl,
+    packaged_file,
+    packaged_text,
 )
 
 if TYPE_CHECKING:
@@ -50,11 +51,6 @@ def _controllers(context: ProviderContext, provider: CloudProvider) -> Sequence[
     return [NodeClassController.for_provider(context, provider)]
 
 
-def _default_scenario() -> str:
-    path = resources.files("karpenter_azure").joinpath("scenarios", "default.yaml")
-    return path.read_text(encoding="utf-8")
-
-
 @hookimpl
 def karpenter_register_providers() -> list[ProviderRecord]:
     """The Azure provider."""
@@ -75,8 +71,8 @@ def karpenter_register_providers() -> list[ProviderRecord]:
             ),
             description="Azure VMs from AKSNodeClasses (spot and on-demand); offline, a packaged "
             "catalog of every VM size with on-demand and spot prices",
-            default_scenario=_default_scenario,
+            default_scenario=packaged_text("karpenter_azure", "scenarios", "default.yaml"),
             conformance=_conformance,
-            cluster_role=resources.files("karpenter_azure").joinpath("rbac", "clusterrole.yaml"),
+            cluster_role=packaged_file("karpenter_azure", "rbac", "clusterrole.yaml"),
         )
     ]

@@ -6,7 +6,6 @@ factory is called.
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import TYPE_CHECKING
 
 from karpenter_core.sdk.record import (
@@ -15,6 +14,7 @@ from karpenter_core.sdk.record import (
     ProviderOption,
     ProviderRecord,
     hookimpl,
+    packaged_file,
 )
 from karpenter_kwok.catalog import CATALOG_ENV, CATALOG_OPTION
 from karpenter_kwok.faults import ERRORS_ENV, ERRORS_OPTION, FAULTS_ENV, FAULTS_OPTION
@@ -76,6 +76,6 @@ def karpenter_register_providers() -> list[ProviderRecord]:
             ),
             description="Fake nodes in a KWOK cluster, from a generated instance-type catalog",
             conformance=_conformance,
-            cluster_role=resources.files("karpenter_kwok").joinpath("rbac", "clusterrole.yaml"),
+            cluster_role=packaged_file("karpenter_kwok", "rbac", "clusterrole.yaml"),
         )
     ]
