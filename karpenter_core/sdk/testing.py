@@ -1,5 +1,5 @@
-"""Test support for providers and their fakes: a throw-away certificate authority and loopback
-HTTP(S) servers for fake cloud and Kubernetes APIs.
+"""Test support for providers and their fakes: a throw-away certificate authority, loopback
+HTTP(S) servers for fake cloud and Kubernetes APIs, and NodeClasses on a real apiserver.
 
 Only tests and fakes import this module (an import-linter contract keeps the runtime modules of
 the core and the providers from it); it needs ``cryptography``, which the running controller
@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import json
 import socket
 import ssl
 import sys
 import threading
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,6 +26,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from kubernetes.client.exceptions import ApiException
+
+from karpenter_core.cloudprovider.plugin import NodeClassInfo
 
 __all__ = [
     "LOOPBACK_IPS",
@@ -30,6 +36,7 @@ __all__ = [
     "SHUTDOWN_POLL",
     "KeyPair",
     "LoopbackServer",
+    "NodeClassStore",
     "TLSLoopbackServer",
     "TLSRequestHandler",
     "TestAuthority",
@@ -232,3 +239,80 @@ def serve_in_background(server: ThreadingHTTPServer, name: str) -> threading.Thr
     )
     thread.start()
     return thread
+
+
+def node_class_manifest(
+    info: NodeClassInfo, spec: Mapping[str, Any], prefix: str
+) -> dict[str, Any]:
+    """A NodeClass of kind ``info`` with ``spec``, named ``<prefix>-<8 random hex digits>``."""
+    return {
+        "apiVersion": f"{info.group}/{info.version}",
+        "kind": info.kind,
+        "metadata": {"name": f"{prefix}-{uuid.uuid4().hex[:8]}"},
+        "spec": spec,
+    }
+
+
+def pruned(value: Any) -> Any:
+    """``value`` without empty maps and lists (a model's unset collections), at every depth."""
+    if isinstance(value, dict):
+        kept = {key: pruned(item) for key, item in value.items()}
+        return {key: item for key, item in kept.items() if item not in ({}, [])}
+    if isinstance(value, list):
+        return [pruned(item) for item in value]
+    return value
+
+
+class NodeClassStore:
+    """NodeClasses of kind ``info`` on an apiserver, through a ``CustomObjectsApi``: dry-run
+    creates, and real ones (``manifest(spec)`` each) that ``delete_created`` removes."""
+
+    def __init__(
+        self,
+        api: Any,
+        info: NodeClassInfo,
+        manifest: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> None:
+        self.api = api
+        self.info = info
+        self.manifest = manifest
+        self.created: list[str] = []
+
+    def dry_run(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """The object the apiserver would store (validated and defaulted), not stored."""
+        info = self.info
+        stored: dict[str, Any] = self.api.create_cluster_custom_object(
+            info.group, info.version, info.plural, self.manifest(spec), dry_run="All"
+        )
+        return stored
+
+    def create(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Store a NodeClass of ``spec``; the object as stored."""
+        info = self.info
+        body = self.manifest(spec)
+        self.api.create_cluster_custom_object(info.group, info.version, info.plural, body)
+        self.created.append(body["metadata"]["name"])
+        stored: dict[str, Any] = self.api.get_cluster_custom_object(
+            info.group, info.version, info.plural, body["metadata"]["name"]
+        )
+        return stored
+
+    def rejection(self, spec: dict[str, Any]) -> str:
+        """The apiserver's message when it refuses ``spec`` as invalid (422)."""
+        try:
+            self.dry_run(spec)
+        except ApiException as error:
+            if error.status != 422:
+                raise AssertionError(
+                    f"expected 422 Invalid, got {error.status}: {error.body}"
+                ) from error
+            message: str = json.loads(error.body)["message"]
+            return message
+        raise AssertionError(f"the apiserver accepted {self.info.kind} spec {spec!r}")
+
+    def delete_created(self) -> None:
+        """Delete every NodeClass ``create`` stored."""
+        info = self.info
+        for name in self.created:
+            self.api.delete_cluster_custom_object(info.group, info.version, info.plural, name)
+        self.created.clear()

@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import datetime
+import json
 import ssl
 import urllib.request
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
+import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from kubernetes.client.exceptions import ApiException
+from pydantic import BaseModel
 
+from karpenter_core.sdk.record import NodeClassInfo
 from karpenter_core.sdk.testing import (
     LOOPBACK_IPS,
     LOOPBACK_NAMES,
     LoopbackServer,
+    NodeClassStore,
     TestAuthority,
     TLSLoopbackServer,
     TLSRequestHandler,
+    node_class_manifest,
+    pruned,
     serve_in_background,
     subject,
 )
@@ -99,3 +108,53 @@ def test_a_tls_loopback_server_is_trusted_through_the_test_ca(tmp_path: Path) ->
         server.shutdown()
         thread.join(5)
         server.server_close()
+
+
+class _FakeCustomObjects:
+    """The CustomObjectsApi calls a NodeClassStore makes, against a dict."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+
+    def create_cluster_custom_object(
+        self, group: str, version: str, plural: str, body: dict[str, Any], dry_run: str = ""
+    ) -> dict[str, Any]:
+        assert (group, version, plural) == (INFO.group, INFO.version, INFO.plural)
+        if body["spec"].get("bad"):
+            error = ApiException(status=422, reason="Invalid")
+            error.body = json.dumps({"message": "spec.bad: Forbidden"})
+            raise error
+        if not dry_run:
+            self.objects[body["metadata"]["name"]] = body
+        return body
+
+    def get_cluster_custom_object(
+        self, group: str, version: str, plural: str, name: str
+    ) -> dict[str, Any]:
+        return self.objects[name]
+
+    def delete_cluster_custom_object(
+        self, group: str, version: str, plural: str, name: str
+    ) -> None:
+        del self.objects[name]
+
+
+INFO = NodeClassInfo(BaseModel, "karpenter.example.com", "v1", "ExampleNodeClass", "examples")
+
+
+def test_a_node_class_store_creates_refuses_and_cleans_up() -> None:
+    api = _FakeCustomObjects()
+    store = NodeClassStore(api, INFO, lambda spec: node_class_manifest(INFO, spec, "ex"))
+    assert store.dry_run({"size": 1})["apiVersion"] == "karpenter.example.com/v1"
+    assert api.objects == {}
+    stored = store.create({"size": 2})
+    assert stored["metadata"]["name"].startswith("ex-") and list(api.objects) == store.created
+    assert store.rejection({"bad": True}) == "spec.bad: Forbidden"
+    with pytest.raises(AssertionError, match="accepted ExampleNodeClass"):
+        store.rejection({"size": 3})
+    store.delete_created()
+    assert api.objects == {} and store.created == []
+
+
+def test_pruned_drops_empty_collections_at_every_depth() -> None:
+    assert pruned({"a": {}, "b": [{"c": []}], "d": 0}) == {"b": [{}], "d": 0}
