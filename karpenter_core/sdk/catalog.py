@@ -22,7 +22,18 @@ from typing import Any, Generic, TypeVar
 from karpenter_core.cloudprovider.types import CloudProviderError, InstanceType
 from karpenter_core.sdk.offerings import Marks, UnavailableOfferings
 
-__all__ = ["InstanceTypeCache", "RefreshedData", "packaged_json"]
+__all__ = [
+    "REFRESH_INTERVAL",
+    "RETRY_INTERVAL",
+    "InstanceTypeCache",
+    "RefreshedData",
+    "packaged_json",
+]
+
+REFRESH_INTERVAL = timedelta(hours=12)
+"""How old a cloud's instance type data may get before it is read again."""
+RETRY_INTERVAL = timedelta(minutes=1)
+"""How soon a failed read is retried (the data read before is kept meanwhile)."""
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
@@ -54,8 +65,8 @@ class RefreshedData(Generic[T]):
         read: Callable[[], T] | None,
         *,
         what: str,
-        interval: timedelta,
-        retry: timedelta,
+        interval: timedelta = REFRESH_INTERVAL,
+        retry: timedelta = RETRY_INTERVAL,
         initial: T | None = None,
         same: Callable[[T, T], bool] = operator.eq,
         on_change: Callable[[T], None] | None = None,

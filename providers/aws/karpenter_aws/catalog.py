@@ -19,7 +19,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from karpenter_aws import labels
@@ -35,7 +35,13 @@ from karpenter_aws.instancetype import (
 from karpenter_aws.pricing import PriceBook
 from karpenter_aws.unavailable import UnavailableOfferings
 from karpenter_core.apis import labels as wk
-from karpenter_core.sdk.catalog import InstanceTypeCache, RefreshedData, packaged_json
+from karpenter_core.sdk.catalog import (
+    REFRESH_INTERVAL,
+    RETRY_INTERVAL,
+    InstanceTypeCache,
+    RefreshedData,
+    packaged_json,
+)
 from karpenter_core.sdk.offerings import Marks
 from karpenter_core.sdk.types import (
     CloudProviderError,
@@ -58,10 +64,6 @@ __all__ = [
     "offline_regions",
 ]
 
-REFRESH_INTERVAL = timedelta(hours=12)
-"""How old the EC2 instance type and offering data may get before it is read again."""
-RETRY_INTERVAL = timedelta(minutes=1)
-"""How soon a failed refresh is retried (the previous data is kept meanwhile)."""
 OFFLINE_SPOT_ESTIMATE = 0.4
 """Offline spot prices are this fraction of on-demand (spot usually saves 60-70%)."""
 
@@ -141,8 +143,6 @@ class InstanceTypeCatalog:
         self._data = RefreshedData(
             self._read if ec2 is not None else None,
             what=f"instance types of {region}",
-            interval=REFRESH_INTERVAL,
-            retry=RETRY_INTERVAL,
             initial=data,
             same=_Data.same,
             on_change=self._discovered,

@@ -30,7 +30,12 @@ from karpenter_azure.instancetype import (
 )
 from karpenter_azure.pricing import RETAIL_PRICES_URL, PriceBook, http_getter
 from karpenter_azure.skus import Sku, VMSize, list_records, parse_size, read_skus, skip_reason
-from karpenter_core.sdk.catalog import InstanceTypeCache, RefreshedData, packaged_json
+from karpenter_core.sdk.catalog import (
+    REFRESH_INTERVAL,
+    InstanceTypeCache,
+    RefreshedData,
+    packaged_json,
+)
 from karpenter_core.sdk.offerings import Marks, UnavailableOfferings
 from karpenter_core.sdk.types import CloudProviderError, InstanceType
 
@@ -52,10 +57,6 @@ __all__ = [
 
 DEFAULT_REGION = "eastus"
 """The region of an offline catalog when the settings name none."""
-REFRESH_INTERVAL = timedelta(hours=12)
-"""How old the Resource SKUs data may get before it is read again."""
-RETRY_INTERVAL = timedelta(minutes=1)
-"""How soon a failed SKU read is retried (the previous data is kept meanwhile)."""
 DERIVED = frozenset({"zones", "architecture", "accelerated_networking", "premium_io", "spot"})
 """The ``Sku`` fields the packaged catalog derives rather than reads (see data/README.md)."""
 
@@ -176,8 +177,6 @@ class Catalog:
         self._skus = RefreshedData(
             self._read if compute is not None else None,
             what=f"VM sizes of {region}",
-            interval=REFRESH_INTERVAL,
-            retry=RETRY_INTERVAL,
             initial=list(skus) if skus or compute is None else None,
             on_change=lambda read: _log.info("discovered %d VM sizes in %s", len(read), region),
             clock=clock,
