@@ -54,33 +54,21 @@ import math
 import random
 import re
 import string
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from kubernetes import client as k8s
 
+from karpenter_core.sdk.testing import LoopbackServer, serve_in_background
+
 __all__ = ["FakeKube", "Fault", "LoopbackServer", "Resource"]
-
-
-class LoopbackServer(ThreadingHTTPServer):
-    """A threaded HTTP server whose listen backlog takes a burst of concurrent clients (the
-    standard library's default of 5 resets connections beyond it)."""
-
-    request_queue_size = 128
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hung up (a watch closed mid-stream) is no error of the server's."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
 
 
 NO_STATUS_SUBRESOURCE = frozenset({"leases", "events", "configmaps", "secrets", "namespaces"})
@@ -88,8 +76,6 @@ NO_STATUS_SUBRESOURCE = frozenset({"leases", "events", "configmaps", "secrets", 
 BUILTIN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 BOOKMARK_BEFORE_TIMEOUT = 2.0
 """Seconds before a watch's timeout at which it gets a bookmark (as the apiserver's cache)."""
-SHUTDOWN_POLL = 0.05
-"""Seconds between the server loop's checks for ``stop``: how long stopping the fake takes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,13 +419,7 @@ class FakeKube:
         for name in BUILTIN_NAMESPACES:
             self.put("/api/v1/namespaces", {"kind": "Namespace", "metadata": {"name": name}})
         self._server = LoopbackServer(("127.0.0.1", 0), _handler(self))
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": SHUTDOWN_POLL},
-            name="fake kube-apiserver",
-            daemon=True,
-        )
-        self._thread.start()
+        self._thread = serve_in_background(self._server, "fake kube-apiserver")
 
     # -- for tests -------------------------------------------------------------------------
 

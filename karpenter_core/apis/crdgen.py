@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from pydantic import GetJsonSchemaHandler
     from pydantic_core import CoreSchema
 
-    from karpenter_core.cloudprovider.plugin import ProviderRecord
+    from karpenter_core.cloudprovider.plugin import NodeClassInfo, ProviderRecord
 
 __all__ = [
     "CRDSchemaError",
@@ -43,6 +43,7 @@ __all__ = [
     "cel",
     "core_crds",
     "generate_crd",
+    "node_class_crd",
     "node_class_crds",
     "provider_crds",
     "structural_schema",
@@ -395,16 +396,18 @@ def provider_crds() -> list[dict[str, Any]]:
 
 def node_class_crds(record: ProviderRecord) -> list[dict[str, Any]]:
     """CRDs of the NodeClasses one provider's record publishes."""
-    return [
-        generate_crd(
-            node_class.model,
-            group=node_class.group,
-            kind=node_class.kind,
-            plural=node_class.plural,
-            version=node_class.version,
-            printer_columns=node_class.printer_columns,
-            short_names=node_class.short_names,
-            categories=("karpenter",),
-        )
-        for node_class in record.node_classes
-    ]
+    return [node_class_crd(node_class) for node_class in record.node_classes]
+
+
+def node_class_crd(info: NodeClassInfo) -> dict[str, Any]:
+    """The CRD of one NodeClass kind, as its ``NodeClassInfo`` describes it."""
+    return generate_crd(
+        info.model,
+        group=info.group,
+        kind=info.kind,
+        plural=info.plural,
+        version=info.version,
+        printer_columns=info.printer_columns,
+        short_names=info.short_names,
+        categories=("karpenter",),
+    )

@@ -29,6 +29,7 @@ __all__ = [
     "NotReady",
     "Verdict",
     "launchable_node_class",
+    "no_view",
     "node_class_ref_readiness",
     "not_ready",
     "stamp_conditions",
@@ -144,6 +145,14 @@ class _Launchable(Protocol):
 L = TypeVar("L", bound=_Launchable)
 
 
+def no_view(kind: str, name: str) -> str:
+    """Why the NodeClass ``name`` of ``kind`` cannot be read: the provider has no view."""
+    return (
+        f"no view of {kind} objects to read {name!r} from: launching needs the controller's "
+        "NodeClass view (ProviderContext.node_classes)"
+    )
+
+
 def launchable_node_class(
     provider: str,
     group: str,
@@ -165,10 +174,7 @@ def launchable_node_class(
             f"the {provider} provider reads {kind} ({group})"
         )
     if find is None:
-        raise CloudProviderError(
-            f"no view of {kind} objects to read {ref.name!r} from: launching needs the "
-            "controller's NodeClass view (ProviderContext.node_classes)"
-        )
+        raise CloudProviderError(no_view(kind, ref.name))
     node_class = find(ref.name)
     if node_class is None:
         raise InsufficientCapacity(f"{kind} {ref.name!r} not found")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
@@ -41,8 +40,9 @@ from karpenter_core.apis.v1.common import (
     ObjectMeta,
 )
 from karpenter_core.apis.v1.hashing import spec_hash
-from karpenter_core.sdk.crds import KubeSchema, PrinterColumn, cel, generate_crd
+from karpenter_core.sdk.crds import KubeSchema, PrinterColumn, cel
 from karpenter_core.sdk.nodeclass import NotReady, not_ready, validation_problems
+from karpenter_core.sdk.record import NodeClassInfo
 
 __all__ = [
     "ALIAS_FAMILIES",
@@ -60,13 +60,13 @@ __all__ = [
     "CONDITION_SUBNETS_READY",
     "CONDITION_TYPES",
     "CONDITION_VALIDATION_SUCCEEDED",
-    "CRD_PATH",
     "EC2NODECLASS_PRINTER_COLUMNS",
     "GROUP",
     "HASH_ANNOTATION",
     "HASH_VERSION",
     "HASH_VERSION_ANNOTATION",
     "KIND",
+    "NODE_CLASS",
     "PLURAL",
     "RESTRICTED_TAG_KEYS",
     "SHORT_NAMES",
@@ -86,7 +86,6 @@ __all__ = [
     "SecurityGroupStatus",
     "SubnetSelectorTerm",
     "SubnetStatus",
-    "crd",
     "nodeclass_hash",
     "validation_problems",
 ]
@@ -94,8 +93,6 @@ __all__ = [
 VERSION = "v1"
 KIND = "EC2NodeClass"
 PLURAL = "ec2nodeclasses"
-CRD_PATH = Path(__file__).parent / "crds" / f"{GROUP}_{PLURAL}.yaml"
-"""The generated CRD shipped with the package (regenerate with ``python -m karpenter_aws.nodeclass``)."""
 
 HASH_ANNOTATION = ANNOTATION_NODECLASS_HASH
 """Annotation on an EC2NodeClass and its NodeClaims: ``nodeclass_hash`` of the spec."""
@@ -1029,23 +1026,14 @@ def nodeclass_hash(spec: EC2NodeClassSpec) -> str:
     return spec_hash(hashed)
 
 
-def crd() -> dict[str, Any]:
-    """The EC2NodeClass CustomResourceDefinition."""
-    return generate_crd(
-        EC2NodeClass,
-        group=GROUP,
-        kind=KIND,
-        plural=PLURAL,
-        version=VERSION,
-        printer_columns=EC2NODECLASS_PRINTER_COLUMNS,
-        short_names=SHORT_NAMES,
-        categories=("karpenter",),
-    )
-
-
-if __name__ == "__main__":
-    from karpenter_core.sdk.crds import render_crd
-
-    header = "# Generated from karpenter_aws.nodeclass: python -m karpenter_aws.nodeclass\n"
-    CRD_PATH.write_text(header + render_crd(crd()), encoding="utf-8")
-    print(f"wrote {CRD_PATH}")
+NODE_CLASS = NodeClassInfo(
+    EC2NodeClass,
+    GROUP,
+    VERSION,
+    KIND,
+    PLURAL,
+    [c.to_dict() for c in EC2NODECLASS_PRINTER_COLUMNS],
+    SHORT_NAMES,
+)
+"""The EC2NodeClass kind as the provider's record lists it (its CRD: ``python -m
+karpenter_core.sdk.crds aws``)."""

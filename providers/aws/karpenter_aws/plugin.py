@@ -7,25 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from karpenter_aws.labels import GROUP
-from karpenter_aws.nodeclass import (
-    EC2NODECLASS_PRINTER_COLUMNS,
-    KIND,
-    PLURAL,
-    SHORT_NAMES,
-    VERSION,
-    EC2NodeClass,
-)
+from karpenter_aws.nodeclass import NODE_CLASS
 from karpenter_aws.settings import FALLBACK_REGION, OPTIONS, configured_region
 from karpenter_core.sdk.record import (
     Capability,
-    NodeClassInfo,
     ProviderContext,
     ProviderRecord,
     hookimpl,
+    packaged_file,
+    packaged_text,
 )
 
 if TYPE_CHECKING:
@@ -81,11 +73,6 @@ def _controllers(context: ProviderContext, provider: CloudProvider) -> Sequence[
     return controllers
 
 
-def _default_scenario() -> str:
-    path = resources.files("karpenter_aws").joinpath("scenarios", "default.yaml")
-    return path.read_text(encoding="utf-8")
-
-
 @hookimpl
 def karpenter_register_providers() -> list[ProviderRecord]:
     """The AWS provider."""
@@ -94,17 +81,7 @@ def karpenter_register_providers() -> list[ProviderRecord]:
             name="aws",
             api_version=2,
             factory=_factory,
-            node_classes=[
-                NodeClassInfo(
-                    model=EC2NodeClass,
-                    group=GROUP,
-                    version=VERSION,
-                    kind=KIND,
-                    plural=PLURAL,
-                    printer_columns=[column.to_dict() for column in EC2NODECLASS_PRINTER_COLUMNS],
-                    short_names=SHORT_NAMES,
-                )
-            ],
+            node_classes=[NODE_CLASS],
             options=OPTIONS,
             controllers=_controllers,
             capabilities=frozenset(
@@ -118,9 +95,9 @@ def karpenter_register_providers() -> list[ProviderRecord]:
             ),
             description="EC2 instances from EC2NodeClasses (spot and on-demand); offline, "
             "a packaged EC2 catalog with public on-demand prices",
-            default_scenario=_default_scenario,
+            default_scenario=packaged_text("karpenter_aws", "scenarios", "default.yaml"),
             conformance=_conformance,
-            cluster_role=resources.files("karpenter_aws").joinpath("rbac", "clusterrole.yaml"),
+            cluster_role=packaged_file("karpenter_aws", "rbac", "clusterrole.yaml"),
             convert=_converter,
         )
     ]

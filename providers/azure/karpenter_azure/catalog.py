@@ -1,7 +1,8 @@
 """The VM sizes an AKSNodeClass can launch in a region, with their offerings and prices.
 
 Live, ``Catalog`` reads the Resource SKUs API (``skus.read_skus``) on first use and again once the
-data is ``REFRESH_INTERVAL`` old, keeping what it read before when a refresh fails; prices start
+data is ``REFRESH_INTERVAL`` old, keeping what it read before when a refresh fails (the SDK's
+``RefreshedData``); prices start
 from the packaged table and are refreshed from the Retail Prices API in the background
 (``pricing.PriceBook``); in a region the package lacks, the first read is waited for. Offline, it reads the packaged catalog (``data/skus.json.gz``, see
 ``data/README.md``): every VM size SkyPilot's public Azure catalog lists for the region, with its
@@ -10,20 +11,15 @@ on-demand and spot prices; nothing is fetched.
 ``instance_types(node_class)`` is cached per build inputs (the AKSNodeClass's maxPods, OS disk
 and encryption at host) and rebuilt when the SKUs or the prices (``PriceBook.seq``) change; when
 only the unavailable offerings (``UnavailableOfferings.seq``) do, just the sizes whose marks
-changed are rebuilt.
+changed are rebuilt (the SDK's ``InstanceTypeCache``).
 """
 
 from __future__ import annotations
 
 import functools
-import gzip
-import json
 import logging
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from karpenter_azure.instancetype import (
@@ -34,8 +30,13 @@ from karpenter_azure.instancetype import (
 )
 from karpenter_azure.pricing import RETAIL_PRICES_URL, PriceBook, http_getter
 from karpenter_azure.skus import Sku, VMSize, list_records, parse_size, read_skus, skip_reason
-from karpenter_azure.unavailable import UnavailableOfferings
-from karpenter_core.apis import labels as wk
+from karpenter_core.sdk.catalog import (
+    REFRESH_INTERVAL,
+    InstanceTypeCache,
+    RefreshedData,
+    packaged_json,
+)
+from karpenter_core.sdk.offerings import Marks, UnavailableOfferings
 from karpenter_core.sdk.types import CloudProviderError, InstanceType
 
 if TYPE_CHECKING:
@@ -56,10 +57,6 @@ __all__ = [
 
 DEFAULT_REGION = "eastus"
 """The region of an offline catalog when the settings name none."""
-REFRESH_INTERVAL = timedelta(hours=12)
-"""How old the Resource SKUs data may get before it is read again."""
-RETRY_INTERVAL = timedelta(minutes=1)
-"""How soon a failed SKU read is retried (the previous data is kept meanwhile)."""
 DERIVED = frozenset({"zones", "architecture", "accelerated_networking", "premium_io", "spot"})
 """The ``Sku`` fields the packaged catalog derives rather than reads (see data/README.md)."""
 
@@ -68,18 +65,14 @@ _CACHE_SIZE = 32
 _FIRST_PRICES_WAIT = timedelta(seconds=60)
 """How long a live catalog without any price (no packaged table for the region) waits for the
 first Retail Prices read before building with none."""
-_NO_MARKS: frozenset[tuple[str, str]] = frozenset()
 
 
 class CatalogError(CloudProviderError):
     """No VM size data: the Resource SKUs API could not be read, or the region is unknown."""
 
 
-@functools.cache
 def _packaged() -> dict[str, Any]:
-    raw = resources.files("karpenter_azure").joinpath("data/skus.json.gz").read_bytes()
-    data: dict[str, Any] = json.loads(gzip.decompress(raw))
-    return data
+    return packaged_json("karpenter_azure", "data/skus.json.gz")
 
 
 def offline_regions() -> list[str]:
@@ -160,16 +153,6 @@ def _price_book(region: str, clock: Callable[[], datetime]) -> PriceBook:
     return PriceBook(region, on_demand, spot, label, clock=clock)
 
 
-@dataclass(slots=True)
-class _Built:
-    """Instance types built for one set of inputs, and the unavailable marks they reflect."""
-
-    key: tuple[int, int, int]
-    types: list[InstanceType]
-    marks: dict[str, frozenset[tuple[str, str]]]
-    spot_out: bool
-
-
 class Catalog:
     """Instance types per AKSNodeClass, from Azure (``live``) or packaged data (``offline``)."""
 
@@ -191,12 +174,14 @@ class Catalog:
         self.unavailable = unavailable
         self.prices_url = prices_url
         self._compute = compute
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._skus: list[Sku] = list(skus)
-        self._version = 1 if skus else 0
-        self._due: datetime | None = None
-        self._cache: dict[BuildOptions, _Built] = {}
+        self._skus = RefreshedData(
+            self._read if compute is not None else None,
+            what=f"VM sizes of {region}",
+            initial=list(skus) if skus or compute is None else None,
+            on_change=lambda read: _log.info("discovered %d VM sizes in %s", len(read), region),
+            clock=clock,
+        )
+        self._cache: InstanceTypeCache[BuildOptions] = InstanceTypeCache(unavailable, _CACHE_SIZE)
         self._price_getter = http_getter(settings.arm_ca_bundle)
 
     @classmethod
@@ -242,46 +227,20 @@ class Catalog:
 
     def skus(self) -> list[Sku]:
         """The region's VM sizes, read from Azure first when stale (live)."""
-        if self._stale():
-            with self._lock:
-                if self._stale():
-                    self._read()
-        if not self._skus:
+        skus = self._skus.current()
+        if not skus:
             raise CatalogError(f"no VM sizes known in {self.region}")
-        return self._skus
+        return skus
 
-    def refresh(self) -> None:
-        """Read the Resource SKUs API now (live); on failure keep the previous sizes and, when
-        there are none, raise ``CatalogError``."""
-        if self._compute is None:
-            return
-        with self._lock:
-            self._read()
-
-    def _stale(self) -> bool:
-        return self._compute is not None and (self._due is None or self._clock() >= self._due)
-
-    def _read(self) -> None:
-        """Read the SKUs; the caller holds the lock."""
+    def _read(self) -> list[Sku]:
+        """The region's VM sizes from the Resource SKUs API; ``CatalogError`` when it fails."""
         from azure.core.exceptions import AzureError  # live only: keeps offline imports light
 
         assert self._compute is not None
         try:
-            skus = read_skus(list_records(self._compute(), self.region), self.region)
+            return read_skus(list_records(self._compute(), self.region), self.region)
         except AzureError as error:
-            self._due = self._clock() + RETRY_INTERVAL
-            if not self._skus:
-                raise CatalogError(f"reading VM sizes in {self.region}: {error}") from error
-            _log.warning(
-                "reading VM sizes in %s: %s; keeping the sizes read before", self.region, error
-            )
-            return
-        self._due = self._clock() + REFRESH_INTERVAL
-        if skus != self._skus:
-            self._skus = skus
-            self._version += 1
-            self._cache.clear()
-            _log.info("discovered %d VM sizes in %s", len(skus), self.region)
+            raise CatalogError(f"reading VM sizes in {self.region}: {error}") from error
 
     def options(self, node_class: AKSNodeClass | None) -> BuildOptions:
         """The build inputs for ``node_class`` (AKSNodeClass defaults for None)."""
@@ -308,39 +267,15 @@ class Catalog:
             if reading is not None and self.prices.empty:
                 reading.join(_FIRST_PRICES_WAIT.total_seconds())
         options = self.options(node_class)
-        key = (self._version, self.prices.seq, self.unavailable.seq)
-        entry = self._cache.get(options)
-        if entry is not None and entry.key == key:
-            return entry.types
-        marks, spot_out = self.unavailable.snapshot()
 
-        def unavailable(capacity_type: str, name: str, zone: str) -> bool:
-            if spot_out and capacity_type == wk.CAPACITY_TYPE_SPOT:
-                return True
-            return (capacity_type, zone) in marks.get(name, _NO_MARKS)
+        def build_all(marks: Marks) -> list[InstanceType]:
+            return [t for t in (self._build(sku, options, marks) for sku in skus) if t]
 
-        def rebuild(sku: Sku) -> InstanceType | None:
-            return build(sku, options, self.prices.price, unavailable)
+        def rebuild(name: str, marks: Marks) -> InstanceType | None:
+            return self._build(next(s for s in skus if s.name == name), options, marks)
 
-        if entry is not None and entry.key[:2] == key[:2] and entry.spot_out == spot_out:
-            # only availability changed: rebuild the sizes whose marks did
-            old = entry.marks
-            changed = {n for n in old.keys() | marks.keys() if old.get(n) != marks.get(n)}
-            by_name = {sku.name: sku for sku in skus if sku.name in changed}
-            types = [
-                rebuilt
-                for instance_type in entry.types
-                if (
-                    rebuilt := rebuild(by_name[instance_type.name])
-                    if instance_type.name in by_name
-                    else instance_type
-                )
-                is not None
-            ]
-        else:
-            types = [t for t in map(rebuild, skus) if t is not None]
-        with self._lock:
-            if len(self._cache) >= _CACHE_SIZE and options not in self._cache:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[options] = _Built(key, types, marks, spot_out)
-        return types
+        stamp = (self._skus.version, self.prices.seq)
+        return self._cache.get(options, stamp, build_all, rebuild)
+
+    def _build(self, sku: Sku, options: BuildOptions, marks: Marks) -> InstanceType | None:
+        return build(sku, options, self.prices.price, marks.excludes)

@@ -16,13 +16,10 @@ says about its neighbours) is kept out for upstream's TTL and the create fails w
 from __future__ import annotations
 
 import builtins
-import json
 import logging
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from azure.core.exceptions import HttpResponseError
@@ -30,12 +27,7 @@ from azure.core.exceptions import HttpResponseError
 from karpenter_azure.bootstrap import BootstrapOptions, custom_data
 from karpenter_azure.catalog import Catalog
 from karpenter_azure.clients import AzureClients
-from karpenter_azure.drift import (
-    LABEL_KUBELET_IDENTITY_CLIENT_ID,
-    NodeFacts,
-    drift_reason,
-    repair_policies,
-)
+from karpenter_azure.drift import LABEL_KUBELET_IDENTITY_CLIENT_ID, drift_reason, repair_policies
 from karpenter_azure.images import select_image
 from karpenter_azure.instances import (
     DELETING,
@@ -60,19 +52,21 @@ from karpenter_azure.instancetype import (
     zone_label,
 )
 from karpenter_azure.nodeclass import (
-    GROUP,
     HASH_ANNOTATION,
     HASH_VERSION,
     HASH_VERSION_ANNOTATION,
     KIND,
+    NODE_CLASS,
     AKSNodeClass,
     nodeclass_hash,
 )
+from karpenter_azure.nodefacts import NodeFactsReader
 from karpenter_azure.settings import AzureSettings
 from karpenter_azure.unavailable import UnavailableOfferings, capacity_error
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
-from karpenter_core.sdk.nodeclass import launchable_node_class, node_class_ref_readiness
+from karpenter_core.sdk.machines import Machine, MachineView
+from karpenter_core.sdk.nodeclass import NodeClassBinding
 from karpenter_core.sdk.record import ProviderContext
 from karpenter_core.sdk.types import (
     CloudProviderError,
@@ -99,9 +93,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("karpenter.azure")
-
-NODE_FACTS_TTL = timedelta(minutes=1)
-"""How long a Node's kubelet version and labels, read for drift, are used before read again."""
 
 _CAPACITY_RANK = {wk.CAPACITY_TYPE_SPOT: 0, wk.CAPACITY_TYPE_ON_DEMAND: 1}
 
@@ -177,9 +168,11 @@ class AzureCloudProvider:
         self.catalog = catalog
         self.unavailable = unavailable
         self._context = context
+        self.node_classes = NodeClassBinding[AKSNodeClass]("azure", NODE_CLASS, context)
+        self.view = MachineView(self.node_classes, catalog.instance_types)
         self._lock = threading.Lock()
         self._instances: Instances | None = None
-        self._node_facts_cache: dict[str, tuple[datetime, NodeFacts | None]] = {}
+        self._node_facts = NodeFactsReader(context.kube_client, context.clock)
 
     @classmethod
     def from_context(cls, context: ProviderContext) -> AzureCloudProvider:
@@ -194,28 +187,16 @@ class AzureCloudProvider:
             catalog = Catalog.live(settings, clients, unavailable, context.clock)
         return cls(settings, clients, catalog, unavailable, context)
 
-    # -- node classes -------------------------------------------------------------------------
-
-    def _node_class(self, name: str) -> AKSNodeClass | None:
-        """The AKSNodeClass ``name`` from the context's read view; None when it is missing, is
-        being deleted or there is no view."""
-        lookup = self._context.node_classes
-        found = lookup(KIND, name) if lookup is not None and name else None
-        if not isinstance(found, AKSNodeClass) or found.metadata.deletion_timestamp is not None:
-            return None
-        return found
-
     # -- catalog ------------------------------------------------------------------------------
 
     def get_instance_types(self, nodepool: NodePool) -> list[InstanceType]:
         """The VM sizes for the NodePool's AKSNodeClass. Offline, the packaged catalog shaped by
         the AKSNodeClass of the input (its defaults when it is not there); live, none when the
         AKSNodeClass is missing or another provider's kind."""
-        ref = nodepool.spec.template.spec.node_class_ref
-        if (ref.group, ref.kind) != (GROUP, KIND):
+        if not self.node_classes.owns(nodepool.spec.template.spec.node_class_ref):
             return []
-        node_class = self._node_class(ref.name)
-        if self.catalog.is_live and node_class is None and self._context.node_classes is not None:
+        node_class = self.node_classes.of_nodepool(nodepool)
+        if self.catalog.is_live and node_class is None and self.node_classes.has_view:
             return []
         return list(self.catalog.instance_types(node_class))
 
@@ -225,15 +206,14 @@ class AzureCloudProvider:
         """Launch a VM for the NodeClaim, or return the one launched for it before."""
         instances = self._instances_or_fail()
         claim_name = nodeclaim.metadata.name or ""
-        node_class = self._ready_node_class(nodeclaim)
+        node_class = self.node_classes.launchable(nodeclaim)
         name = resource_name(claim_name)
         existing = instances.find(name)
         if existing is not None and existing.provisioning_state not in ("Failed", DELETING):
             log.info("found the VM launched before", extra={"nodeclaim": claim_name, "vm": name})
             return self._created(nodeclaim, node_class, existing)
         requirements, requests = launch_request(nodeclaim)
-        types = self.catalog.instance_types(node_class)
-        chosen = choose_offering(types, requirements, requests)
+        chosen = choose_offering(self.catalog.instance_types(node_class), requirements, requests)
         if chosen is None:
             raise InsufficientCapacity(
                 f"no VM size of {KIND} {node_class.metadata.name!r} meets the requirements and "
@@ -244,19 +224,7 @@ class AzureCloudProvider:
         try:
             vm = instances.launch(spec)
         except HttpResponseError as error:
-            failure = arm_error(error)
-            instances.cleanup(name)
-            mapped = capacity_error(
-                self.unavailable, failure, instance_type, offering.zone, offering.capacity_type
-            )
-            if mapped is not None:
-                raise mapped from None
-            raise CreateError(
-                failure.code or "LaunchFailed",
-                f"launching VM {name} ({instance_type.name}, {offering.capacity_type}, zone "
-                f"{offering.zone or 'none'}) for NodeClaim {claim_name!r} failed: "
-                f"{failure.message}",
-            ) from None
+            raise self._launch_error(error, spec, instance_type, offering, claim_name) from None
         log.info(
             "launched VM",
             extra={
@@ -269,6 +237,28 @@ class AzureCloudProvider:
         )
         return self._created(nodeclaim, node_class, vm)
 
+    def _launch_error(
+        self,
+        error: HttpResponseError,
+        spec: LaunchSpec,
+        instance_type: InstanceType,
+        offering: Offering,
+        claim_name: str,
+    ) -> CloudProviderError:
+        """What a failed launch raises: ``InsufficientCapacity`` (the offering marked) when
+        Azure had no capacity or quota for it, else ``CreateError``; the VM's leftovers go."""
+        failure = arm_error(error)
+        self._instances_or_fail().cleanup(spec.name)
+        zone, capacity_type = offering.zone, offering.capacity_type
+        mapped = capacity_error(self.unavailable, failure, instance_type, zone, capacity_type)
+        if mapped is not None:
+            return mapped
+        return CreateError(
+            failure.code or "LaunchFailed",
+            f"launching VM {spec.name} ({instance_type.name}, {capacity_type}, zone "
+            f"{zone or 'none'}) for NodeClaim {claim_name!r} failed: {failure.message}",
+        )
+
     def _launch_spec(
         self,
         nodeclaim: NodeClaim,
@@ -278,38 +268,8 @@ class AzureCloudProvider:
         offering: Offering,
     ) -> LaunchSpec:
         settings = self.settings
-        node_class_name = node_class.metadata.name
-        image_id = select_image(node_class.status.images, instance_type.requirements)
-        if image_id is None:
-            raise CreateError(
-                "NoCompatibleImage",
-                f"no image of {KIND} {node_class_name!r} fits VM size {instance_type.name}",
-            )
-        subnet_id = node_class.spec.vnet_subnet_id or settings.vnet_subnet_id
-        if not subnet_id:
-            raise CreateError(
-                "NoSubnet",
-                f"{KIND} {node_class_name!r} has no spec.vnetSubnetID and --vnet-subnet-id "
-                "(VNET_SUBNET_ID) is not set",
-            )
+        image_id, subnet_id = self._image_and_subnet(node_class, instance_type)
         max_pods = instance_type.capacity.get("pods", 0) // 1000
-        labels = {
-            **nodeclaim.metadata.labels,
-            wk.INSTANCE_TYPE: instance_type.name,
-            wk.CAPACITY_TYPE: offering.capacity_type,
-        }
-        labels[wk.TOPOLOGY_ZONE] = offering.zone
-        if settings.kubelet_identity_client_id:
-            labels[LABEL_KUBELET_IDENTITY_CLIENT_ID] = settings.kubelet_identity_client_id
-        bootstrap = BootstrapOptions(
-            cluster_endpoint=settings.cluster_endpoint,
-            ca_bundle=settings.cluster_ca_bundle,
-            bootstrap_token=settings.kubelet_bootstrap_token,
-            labels=labels,
-            taints=[*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints],
-            max_pods=max_pods,
-            kubelet=node_class.spec.kubelet,
-        )
         tags = launch_tags(
             settings.cluster_name, node_class, nodeclaim.metadata.labels.get(wk.NODEPOOL, "")
         )
@@ -324,12 +284,62 @@ class AzureCloudProvider:
             image_id=image_id,
             subnet_id=subnet_id,
             os_disk_size_gb=node_class.spec.os_disk_size_gb,
-            custom_data=custom_data(bootstrap),
+            custom_data=custom_data(
+                self._bootstrap(nodeclaim, node_class, instance_type, offering, max_pods)
+            ),
             tags=tags,
             accelerated_networking=_label_true(flags, LABEL_SKU_ACCELERATED_NETWORKING),
             encryption_at_host=node_class.spec.encryption_at_host(),
             premium_storage=_label_true(flags, LABEL_SKU_STORAGE_PREMIUM_CAPABLE),
             secondary_ips=max(max_pods - 1, 0) if node_subnet_pods else 0,
+        )
+
+    def _image_and_subnet(
+        self, node_class: AKSNodeClass, instance_type: InstanceType
+    ) -> tuple[str, str]:
+        """The image the VM size boots and the subnet its NIC joins."""
+        node_class_name = node_class.metadata.name
+        image_id = select_image(node_class.status.images, instance_type.requirements)
+        if image_id is None:
+            raise CreateError(
+                "NoCompatibleImage",
+                f"no image of {KIND} {node_class_name!r} fits VM size {instance_type.name}",
+            )
+        subnet_id = node_class.spec.vnet_subnet_id or self.settings.vnet_subnet_id
+        if not subnet_id:
+            raise CreateError(
+                "NoSubnet",
+                f"{KIND} {node_class_name!r} has no spec.vnetSubnetID and --vnet-subnet-id "
+                "(VNET_SUBNET_ID) is not set",
+            )
+        return image_id, subnet_id
+
+    def _bootstrap(
+        self,
+        nodeclaim: NodeClaim,
+        node_class: AKSNodeClass,
+        instance_type: InstanceType,
+        offering: Offering,
+        max_pods: int,
+    ) -> BootstrapOptions:
+        """How the node joins the cluster: its labels, taints and kubelet settings."""
+        settings = self.settings
+        labels = {
+            **nodeclaim.metadata.labels,
+            wk.INSTANCE_TYPE: instance_type.name,
+            wk.CAPACITY_TYPE: offering.capacity_type,
+            wk.TOPOLOGY_ZONE: offering.zone,
+        }
+        if settings.kubelet_identity_client_id:
+            labels[LABEL_KUBELET_IDENTITY_CLIENT_ID] = settings.kubelet_identity_client_id
+        return BootstrapOptions(
+            cluster_endpoint=settings.cluster_endpoint,
+            ca_bundle=settings.cluster_ca_bundle,
+            bootstrap_token=settings.kubelet_bootstrap_token,
+            labels=labels,
+            taints=[*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints],
+            max_pods=max_pods,
+            kubelet=node_class.spec.kubelet,
         )
 
     def _instances_or_fail(self) -> Instances:
@@ -351,71 +361,43 @@ class AzureCloudProvider:
                 )
             return self._instances
 
-    def _ready_node_class(self, nodeclaim: NodeClaim) -> AKSNodeClass:
-        lookup = self._node_class if self._context.node_classes is not None else None
-        return launchable_node_class(
-            "azure",
-            GROUP,
-            KIND,
-            nodeclaim.metadata.name or "",
-            nodeclaim.spec.node_class_ref,
-            lookup,
-        )
-
     def _created(
         self, nodeclaim: NodeClaim, node_class: AKSNodeClass, vm: VirtualMachine
     ) -> NodeClaim:
-        claim = nodeclaim.model_copy(deep=True)
-        types = {t.name: t for t in self.catalog.instance_types(node_class)}
-        instance_type = types.get(vm.vm_size)
-        claim.metadata.labels = {
-            **self._labels(vm, instance_type),
-            **nodeclaim.metadata.labels,
-        }
-        claim.metadata.annotations = {
-            **nodeclaim.metadata.annotations,
+        annotations = {
             HASH_ANNOTATION: nodeclass_hash(node_class.spec),
             HASH_VERSION_ANNOTATION: HASH_VERSION,
         }
-        self._fill_status(claim, vm, instance_type)
-        return claim
+        return self.view.created(nodeclaim, node_class, self._machine(vm), annotations)
 
-    def _labels(self, vm: VirtualMachine, instance_type: InstanceType | None) -> dict[str, str]:
-        labels = dict(instance_type.requirements.labels()) if instance_type else {}
-        labels[wk.INSTANCE_TYPE] = vm.vm_size
-        labels[wk.CAPACITY_TYPE] = vm.capacity_type
-        labels[wk.TOPOLOGY_ZONE] = zone_label(self.settings.region, vm.zone)
-        return labels
-
-    def _fill_status(
-        self, claim: NodeClaim, vm: VirtualMachine, instance_type: InstanceType | None
-    ) -> None:
+    def _machine(self, vm: VirtualMachine) -> Machine:
         settings = self.settings
-        claim.status.provider_id = provider_id(
-            settings.subscription_id, settings.node_resource_group, vm.name
+        return Machine(
+            id=vm.name,
+            provider_id=provider_id(
+                settings.subscription_id, settings.node_resource_group, vm.name
+            ),
+            instance_type=vm.vm_size,
+            capacity_type=vm.capacity_type,
+            zone=zone_label(settings.region, vm.zone),
+            created=vm.created,
+            nodeclaim=vm.tags.get(TAG_NODECLAIM, ""),
+            nodepool=vm.tags.get(TAG_NODEPOOL, ""),
+            node_class=vm.tags.get(TAG_NODECLASS, ""),
+            image_id=vm.image_id,
         )
-        claim.status.image_id = vm.image_id or None
-        if instance_type is None:
-            return
-
-        def shown(resources: Mapping[str, int]) -> dict[str, Fraction]:
-            return {name: Fraction(amount, 1000) for name, amount in resources.items() if amount}
-
-        claim.status.capacity = shown(instance_type.capacity)
-        claim.status.allocatable = shown(instance_type.allocatable)
 
     # -- get, list, delete ----------------------------------------------------------------------
 
     def get(self, provider_id: str) -> NodeClaim:
         """The VM behind ``provider_id`` as a NodeClaim; ``NodeClaimNotFound`` once gone."""
         instances = self._instances_or_fail()
-        return self._view(instances.get(vm_name_of(provider_id)), {})
+        return self.view.nodeclaim(self._machine(instances.get(vm_name_of(provider_id))))
 
     def list(self) -> list[NodeClaim]:
         """Every VM of the cluster tagged with a NodePool, as NodeClaims."""
         instances = self._instances_or_fail()
-        seen: dict[str, tuple[AKSNodeClass | None, dict[str, InstanceType]]] = {}
-        return [self._view(vm, seen) for vm in instances.list()]
+        return self.view.nodeclaims(self._machine(vm) for vm in instances.list())
 
     def delete(self, nodeclaim: NodeClaim) -> None:
         """Start deleting the VM; ``NodeClaimNotFound`` once it is being deleted or gone."""
@@ -428,43 +410,6 @@ class AzureCloudProvider:
             failure = arm_error(error)
             raise CloudProviderError(f"deleting VM {name} failed: {failure.message}") from None
 
-    def _view(
-        self,
-        vm: VirtualMachine,
-        seen: dict[str, tuple[AKSNodeClass | None, dict[str, InstanceType]]],
-    ) -> NodeClaim:
-        """A VM as a NodeClaim (``seen``: each AKSNodeClass read and its types by name)."""
-        node_class_name = vm.tags.get(TAG_NODECLASS, "")
-        if node_class_name not in seen:
-            node_class = self._node_class(node_class_name)
-            types = {t.name: t for t in self.catalog.instance_types(node_class)}
-            seen[node_class_name] = (node_class, types)
-        _, types = seen[node_class_name]
-        instance_type = types.get(vm.vm_size)
-        labels = self._labels(vm, instance_type)
-        nodepool = vm.tags.get(TAG_NODEPOOL)
-        if nodepool:
-            labels[wk.NODEPOOL] = nodepool
-        claim = NodeClaim.model_validate(
-            {
-                "metadata": {
-                    "name": vm.tags.get(TAG_NODECLAIM) or vm.name,
-                    "labels": labels,
-                    "creationTimestamp": vm.created,
-                },
-                "spec": {
-                    "requirements": [],
-                    "nodeClassRef": {
-                        "group": GROUP,
-                        "kind": KIND,
-                        "name": node_class_name or "unknown",
-                    },
-                },
-            }
-        )
-        self._fill_status(claim, vm, instance_type)
-        return claim
-
     # -- drift, repair, node classes ----------------------------------------------------------
 
     def is_drifted(self, nodeclaim: NodeClaim) -> str:
@@ -472,55 +417,16 @@ class AzureCloudProvider:
         KubeletIdentityDrift, ImageDrift), or "". The node's kubelet version and labels are read
         from the cluster when there is one; offline, only NodeClassDrift and ImageDrift."""
         ref = nodeclaim.spec.node_class_ref
-        if (ref.group, ref.kind) != (GROUP, KIND):
-            return ""
-        node_class = self._node_class(ref.name)
+        node_class = self.node_classes.get(ref.name) if self.node_classes.owns(ref) else None
         if node_class is None:
             return ""
         return drift_reason(
             node_class,
             nodeclaim_annotations=nodeclaim.metadata.annotations,
             nodeclaim_image_id=nodeclaim.status.image_id,
-            node=self._node_facts(nodeclaim.status.node_name),
+            node=self._node_facts.read(nodeclaim.status.node_name),
             kubelet_identity_client_id=self.settings.kubelet_identity_client_id,
         )
-
-    def _node_facts(self, node_name: str | None) -> NodeFacts | None:
-        """The kubelet version and labels of the Node, None without one (or a cluster); read
-        from the apiserver at most once per ``NODE_FACTS_TTL`` per Node."""
-        client = self._context.kube_client
-        if client is None or not node_name:
-            return None
-        now = self._context.clock()
-        with self._lock:
-            cached = self._node_facts_cache.get(node_name)
-        if cached is not None and now < cached[0]:
-            return cached[1]
-        from kubernetes.client import CoreV1Api
-        from kubernetes.client.exceptions import ApiException
-
-        facts: NodeFacts | None = None
-        try:
-            response = CoreV1Api(client).read_node(node_name, _preload_content=False)
-        except ApiException as error:
-            if error.status != 404:
-                log.warning("reading node %s for drift failed: %s", node_name, error.reason)
-                return None
-        else:
-            node = json.loads(response.data)
-            metadata = node.get("metadata") or {}
-            if not metadata.get("deletionTimestamp"):
-                info = (node.get("status") or {}).get("nodeInfo") or {}
-                facts = NodeFacts(
-                    kubelet_version=str(info.get("kubeletVersion") or ""),
-                    labels=dict(metadata.get("labels") or {}),
-                )
-        with self._lock:
-            self._node_facts_cache = {
-                name: entry for name, entry in self._node_facts_cache.items() if now < entry[0]
-            }
-            self._node_facts_cache[node_name] = (now + NODE_FACTS_TTL, facts)
-        return facts
 
     def repair_policies(self) -> builtins.list[RepairPolicy]:
         """Upstream's (``karpenter_azure.drift.repair_policies``)."""
@@ -528,15 +434,11 @@ class AzureCloudProvider:
 
     def supported_node_classes(self) -> builtins.list[type[BaseModel]]:
         """AKSNodeClass."""
-        return [AKSNodeClass]
+        return self.node_classes.supported()
 
     def node_class_readiness(self, nodepool: NodePool) -> NodeClassReadiness:
         """Whether the NodePool's AKSNodeClass exists and is Ready (always ready offline)."""
-        if not self.catalog.is_live:
-            return NodeClassReadiness(ready=True)
-        return node_class_ref_readiness(
-            "azure", GROUP, KIND, nodepool.spec.template.spec.node_class_ref, self._node_class
-        )
+        return self.node_classes.readiness(nodepool, live=self.catalog.is_live)
 
 
 def _label_true(requirements: Requirements, key: str) -> bool:

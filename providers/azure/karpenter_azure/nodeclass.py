@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
@@ -23,8 +22,9 @@ from karpenter_core.apis.v1.common import (
     ObjectMeta,
 )
 from karpenter_core.apis.v1.hashing import spec_hash
-from karpenter_core.sdk.crds import KubeSchema, PrinterColumn, cel, generate_crd
+from karpenter_core.sdk.crds import KubeSchema, PrinterColumn, cel
 from karpenter_core.sdk.nodeclass import NotReady, not_ready, validation_problems
+from karpenter_core.sdk.record import NodeClassInfo
 
 __all__ = [
     "CONDITION_IMAGES_READY",
@@ -32,7 +32,6 @@ __all__ = [
     "CONDITION_SUBNETS_READY",
     "CONDITION_TYPES",
     "CONDITION_VALIDATION_SUCCEEDED",
-    "CRD_PATH",
     "DEFAULT_IMAGE_FAMILY",
     "DEFAULT_OS_DISK_SIZE_GB",
     "GROUP",
@@ -45,6 +44,7 @@ __all__ = [
     "IMAGE_FAMILY_UBUNTU2204",
     "IMAGE_FAMILY_UBUNTU2404",
     "KIND",
+    "NODE_CLASS",
     "PLURAL",
     "PRINTER_COLUMNS",
     "SHORT_NAMES",
@@ -57,7 +57,6 @@ __all__ = [
     "NodeSelectorRequirement",
     "NotReady",
     "Security",
-    "crd",
     "nodeclass_hash",
     "validation_problems",
 ]
@@ -66,8 +65,6 @@ GROUP = "karpenter.azure.com"
 VERSION = "v1beta1"
 KIND = "AKSNodeClass"
 PLURAL = "aksnodeclasses"
-CRD_PATH = Path(__file__).parent / "crds" / f"{GROUP}_{PLURAL}.yaml"
-"""The generated CRD shipped with the package (regenerate: ``python -m karpenter_azure.nodeclass``)."""
 
 HASH_ANNOTATION = f"{GROUP}/aksnodeclass-hash"
 """Annotation on an AKSNodeClass and its NodeClaims: ``nodeclass_hash`` of the spec."""
@@ -392,24 +389,8 @@ def nodeclass_hash(spec: AKSNodeClassSpec) -> str:
     return spec_hash(hashed)
 
 
-def crd() -> dict[str, Any]:
-    """The AKSNodeClass CustomResourceDefinition."""
-    return generate_crd(
-        AKSNodeClass,
-        group=GROUP,
-        kind=KIND,
-        plural=PLURAL,
-        version=VERSION,
-        printer_columns=PRINTER_COLUMNS,
-        short_names=SHORT_NAMES,
-        categories=("karpenter",),
-    )
-
-
-if __name__ == "__main__":
-    from karpenter_core.sdk.crds import render_crd
-
-    header = "# Generated from karpenter_azure.nodeclass: python -m karpenter_azure.nodeclass\n"
-    CRD_PATH.parent.mkdir(exist_ok=True)
-    CRD_PATH.write_text(header + render_crd(crd()), encoding="utf-8")
-    print(f"wrote {CRD_PATH}")
+NODE_CLASS = NodeClassInfo(
+    AKSNodeClass, GROUP, VERSION, KIND, PLURAL, [c.to_dict() for c in PRINTER_COLUMNS], SHORT_NAMES
+)
+"""The AKSNodeClass kind as the provider's record lists it (its CRD: ``python -m
+karpenter_core.sdk.crds azure``)."""

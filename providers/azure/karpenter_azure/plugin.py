@@ -7,25 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from karpenter_azure.nodeclass import (
-    GROUP,
-    KIND,
-    PLURAL,
-    PRINTER_COLUMNS,
-    SHORT_NAMES,
-    VERSION,
-    AKSNodeClass,
-)
+from karpenter_azure.nodeclass import NODE_CLASS
 from karpenter_azure.settings import FALLBACK_REGION, OPTIONS
 from karpenter_core.sdk.record import (
     Capability,
-    NodeClassInfo,
     ProviderContext,
     ProviderRecord,
     hookimpl,
+    packaged_file,
+    packaged_text,
 )
 
 if TYPE_CHECKING:
@@ -59,11 +51,6 @@ def _controllers(context: ProviderContext, provider: CloudProvider) -> Sequence[
     return [NodeClassController.for_provider(context, provider)]
 
 
-def _default_scenario() -> str:
-    path = resources.files("karpenter_azure").joinpath("scenarios", "default.yaml")
-    return path.read_text(encoding="utf-8")
-
-
 @hookimpl
 def karpenter_register_providers() -> list[ProviderRecord]:
     """The Azure provider."""
@@ -72,17 +59,7 @@ def karpenter_register_providers() -> list[ProviderRecord]:
             name="azure",
             api_version=2,
             factory=_factory,
-            node_classes=[
-                NodeClassInfo(
-                    model=AKSNodeClass,
-                    group=GROUP,
-                    version=VERSION,
-                    kind=KIND,
-                    plural=PLURAL,
-                    printer_columns=[column.to_dict() for column in PRINTER_COLUMNS],
-                    short_names=SHORT_NAMES,
-                )
-            ],
+            node_classes=[NODE_CLASS],
             options=OPTIONS,
             controllers=_controllers,
             capabilities=frozenset(
@@ -95,8 +72,8 @@ def karpenter_register_providers() -> list[ProviderRecord]:
             ),
             description="Azure VMs from AKSNodeClasses (spot and on-demand); offline, a packaged "
             "catalog of every VM size with on-demand and spot prices",
-            default_scenario=_default_scenario,
+            default_scenario=packaged_text("karpenter_azure", "scenarios", "default.yaml"),
             conformance=_conformance,
-            cluster_role=resources.files("karpenter_azure").joinpath("rbac", "clusterrole.yaml"),
+            cluster_role=packaged_file("karpenter_azure", "rbac", "clusterrole.yaml"),
         )
     ]

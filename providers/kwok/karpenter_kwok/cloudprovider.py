@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,15 +23,15 @@ from kubernetes import client as k8s
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, parse_quantity
-from karpenter_core.apis.v1.common import NodeClassReference
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
+from karpenter_core.sdk.nodeclass import NodeClassBinding
+from karpenter_core.sdk.offerings import UnavailableOfferings, without_unavailable
 from karpenter_core.sdk.record import ProviderContext
 from karpenter_core.sdk.types import (
     CloudProviderError,
     InstanceType,
     InsufficientCapacity,
     NodeClaimNotFound,
-    NodeClassNotReady,
     NodeClassReadiness,
     Offering,
     RepairPolicy,
@@ -53,7 +53,7 @@ from karpenter_kwok.faults import (
     InsufficientCapacityFile,
 )
 from karpenter_kwok.labels import GROUP, KWOK_NODE, KWOK_NODE_VALUE, PROVIDER_ID_PREFIX
-from karpenter_kwok.nodeclass import KIND, KWOKNodeClass
+from karpenter_kwok.nodeclass import KIND, NODE_CLASS, KWOKNodeClass
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -72,8 +72,6 @@ NODE_CLASS_LABEL = wk.node_class_label_key(GROUP, KIND)
 _MAX_NAME = 63
 _CREATE_ATTEMPTS = 5
 _RETRIED = frozenset({429, 500, 502, 503, 504})
-UNAVAILABLE_TTL = timedelta(minutes=3)
-"""How long an offering that had no capacity is left out of launches (upstream's TTL)."""
 
 
 def load_instance_types(path: str | None) -> list[InstanceType]:
@@ -178,9 +176,10 @@ class KWOKCloudProvider:
     ) -> None:
         self._instance_types = instance_types
         self._context = context
+        self.node_classes = NodeClassBinding[KWOKNodeClass]("kwok", NODE_CLASS, context)
         self._faults = faults or InsufficientCapacityFile(None)
         self._errors = errors or CloudErrorsFile(None)
-        self._unavailable: dict[tuple[str, str, str], datetime] = {}
+        self._unavailable = UnavailableOfferings(context.clock)
         self._pending: dict[str, tuple[threading.Timer, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
@@ -196,8 +195,7 @@ class KWOKCloudProvider:
         """The whole catalog for a NodePool of a KWOKNodeClass, none for another provider's
         NodeClass (the same objects on every call while no offering has run out of capacity in
         the last few minutes; those are marked unavailable)."""
-        ref = nodepool.spec.template.spec.node_class_ref
-        if (ref.group, ref.kind) != (GROUP, KIND):
+        if not self.node_classes.owns(nodepool.spec.template.spec.node_class_ref):
             return []
         return self._catalog()
 
@@ -213,12 +211,13 @@ class KWOKCloudProvider:
             pending = self._pending.get(name)
         if pending is not None:
             return _hydrate(nodeclaim, pending[1])
-        delay = self._registration_delay(nodeclaim.spec.node_class_ref)
+        delay = self.node_classes.launchable(nodeclaim).spec.registration_delay()
         instance_type, offering = choose(self._catalog(), nodeclaim)
         chosen = (instance_type.name, offering.zone, offering.capacity_type)
         if self._faults.refuses(chosen):
-            with self._lock:
-                self._unavailable[chosen] = self._context.clock() + UNAVAILABLE_TTL
+            self._unavailable.mark(
+                offering.capacity_type, instance_type.name, offering.zone, "no capacity"
+            )
             raise InsufficientCapacity(
                 f"{chosen[0]} {chosen[2]} in {chosen[1]} has no capacity "
                 f"(listed in {self._faults.path})"
@@ -285,29 +284,19 @@ class KWOKCloudProvider:
 
     def supported_node_classes(self) -> builtins.list[type[BaseModel]]:
         """KWOKNodeClass only."""
-        return [KWOKNodeClass]
+        return self.node_classes.supported()
 
     def node_class_readiness(self, nodepool: NodePool) -> NodeClassReadiness:
         """Ready unless the KWOKNodeClass reports a Ready condition that is not True (offline,
         always ready); a missing one is not ready."""
-        if self._context.kube_client is None:
-            return NodeClassReadiness(ready=True)
-        try:
-            self._registration_delay(nodepool.spec.template.spec.node_class_ref)
-        except CloudProviderError as error:
-            return NodeClassReadiness(ready=False, reason=str(error))
-        return NodeClassReadiness(ready=True)
+        return self.node_classes.readiness(nodepool, live=self._context.kube_client is not None)
 
     def _catalog(self) -> builtins.list[InstanceType]:
         """The catalog with offerings that recently ran out of capacity marked unavailable."""
-        now = self._context.clock()
-        with self._lock:
-            for key in [k for k, until in self._unavailable.items() if until <= now]:
-                del self._unavailable[key]
-            marked = set(self._unavailable)
-        if not marked:
+        marks = self._unavailable.snapshot()
+        if not marks:
             return list(self._instance_types)
-        return [_without(it, marked) for it in self._instance_types]
+        return [without_unavailable(it, marks) for it in self._instance_types]
 
     def _core(self) -> _Nodes:
         if self._context.kube_client is None:
@@ -316,27 +305,6 @@ class KWOKCloudProvider:
                 "cluster is configured; offline, only the catalog is available (karpenter simulate)"
             )
         return _Nodes(self._context.kube_client)
-
-    def _registration_delay(self, ref: NodeClassReference) -> timedelta:
-        """Resolve the NodeClaim's KWOKNodeClass through the context's read view: missing means
-        no capacity, as upstream."""
-        if (ref.group, ref.kind) != (GROUP, KIND):
-            raise NodeClassNotReady(
-                f"the kwok provider reads {KIND} ({GROUP}), not {ref.kind} ({ref.group})"
-            )
-        lookup = self._context.node_classes
-        if lookup is None:
-            raise CloudProviderError(
-                f"no view of {KIND} objects to read {ref.name!r} from: launching needs the "
-                "controller's NodeClass view (ProviderContext.node_classes)"
-            )
-        node_class = lookup(KIND, ref.name)
-        if not isinstance(node_class, KWOKNodeClass):
-            raise InsufficientCapacity(f"{KIND} {ref.name!r} not found")
-        reason = node_class.not_ready_reason()
-        if reason is not None:
-            raise NodeClassNotReady(f"{KIND} {ref.name!r} is not ready: {reason}")
-        return node_class.spec.registration_delay()
 
     def _read_node(self, api: _Nodes, name: str) -> dict[str, Any] | None:
         try:
@@ -417,29 +385,6 @@ def _setting(context: ProviderContext, option: str, env: str) -> str | None:
     if option in context.settings:
         return context.settings[option]
     return os.environ.get(env)
-
-
-def _without(instance_type: InstanceType, marked: set[tuple[str, str, str]]) -> InstanceType:
-    """``instance_type`` with the offerings in ``marked`` unavailable (itself if none is)."""
-    name = instance_type.name
-    if not any((name, o.zone, o.capacity_type) in marked for o in instance_type.offerings):
-        return instance_type
-    offerings = [
-        Offering(
-            o.requirements,
-            o.price,
-            o.available and (name, o.zone, o.capacity_type) not in marked,
-            o.estimated,
-        )
-        for o in instance_type.offerings
-    ]
-    return InstanceType(
-        name,
-        instance_type.requirements,
-        offerings,
-        instance_type.capacity,
-        instance_type.overhead,
-    )
 
 
 def _hydrate(nodeclaim: NodeClaim, node: Mapping[str, Any]) -> NodeClaim:

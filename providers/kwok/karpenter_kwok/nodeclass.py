@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -17,25 +16,24 @@ from karpenter_core.apis.v1.common import (
     KubeObject,
     ObjectMeta,
 )
-from karpenter_core.sdk.crds import KubeSchema, generate_crd
+from karpenter_core.sdk.crds import KubeSchema
+from karpenter_core.sdk.nodeclass import NotReady
+from karpenter_core.sdk.record import NodeClassInfo
 from karpenter_kwok.labels import GROUP
 
 __all__ = [
-    "CRD_PATH",
     "KIND",
+    "NODE_CLASS",
     "PLURAL",
     "VERSION",
     "KWOKNodeClass",
     "KWOKNodeClassSpec",
     "KWOKNodeClassStatus",
-    "crd",
 ]
 
 VERSION = "v1alpha1"
 KIND = "KWOKNodeClass"
 PLURAL = "kwoknodeclasses"
-CRD_PATH = Path(__file__).parent / "crds" / f"{GROUP}_{PLURAL}.yaml"
-"""The generated CRD shipped with the package (regenerate with ``python -m karpenter_kwok.nodeclass``)."""
 
 _READY_BY_DEFAULT = {
     "conditions": [
@@ -94,22 +92,12 @@ class KWOKNodeClass(KubeObject):
                 return condition.message or condition.reason
         return None
 
-
-def crd() -> dict[str, Any]:
-    """The KWOKNodeClass CustomResourceDefinition (as ``karpenter crds`` publishes it)."""
-    return generate_crd(
-        KWOKNodeClass,
-        group=GROUP,
-        kind=KIND,
-        plural=PLURAL,
-        version=VERSION,
-        categories=("karpenter",),
-    )
+    def not_ready(self) -> NotReady | None:
+        """Why the KWOKNodeClass launches nothing (see ``not_ready_reason``), or None."""
+        reason = self.not_ready_reason()
+        return None if reason is None else NotReady(reason, unknown=False)
 
 
-if __name__ == "__main__":
-    from karpenter_core.sdk.crds import render_crd
-
-    header = "# Generated from karpenter_kwok.nodeclass: python -m karpenter_kwok.nodeclass\n"
-    CRD_PATH.write_text(header + render_crd(crd()), encoding="utf-8")
-    print(f"wrote {CRD_PATH}")
+NODE_CLASS = NodeClassInfo(KWOKNodeClass, GROUP, VERSION, KIND, PLURAL)
+"""The KWOKNodeClass kind as the provider's record lists it (its CRD: ``python -m
+karpenter_core.sdk.crds kwok``)."""

@@ -6,21 +6,19 @@ factory is called.
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import TYPE_CHECKING
 
 from karpenter_core.sdk.record import (
     Capability,
-    NodeClassInfo,
     ProviderContext,
     ProviderOption,
     ProviderRecord,
     hookimpl,
+    packaged_file,
 )
 from karpenter_kwok.catalog import CATALOG_ENV, CATALOG_OPTION
 from karpenter_kwok.faults import ERRORS_ENV, ERRORS_OPTION, FAULTS_ENV, FAULTS_OPTION
-from karpenter_kwok.labels import GROUP
-from karpenter_kwok.nodeclass import KIND, PLURAL, VERSION, KWOKNodeClass
+from karpenter_kwok.nodeclass import NODE_CLASS
 
 if TYPE_CHECKING:
     from karpenter_core.sdk.types import CloudProvider
@@ -49,11 +47,7 @@ def karpenter_register_providers() -> list[ProviderRecord]:
             name="kwok",
             api_version=2,
             factory=_factory,
-            node_classes=[
-                NodeClassInfo(
-                    model=KWOKNodeClass, group=GROUP, version=VERSION, kind=KIND, plural=PLURAL
-                )
-            ],
+            node_classes=[NODE_CLASS],
             options=[
                 ProviderOption(
                     name=CATALOG_OPTION,
@@ -83,6 +77,6 @@ def karpenter_register_providers() -> list[ProviderRecord]:
             ),
             description="Fake nodes in a KWOK cluster, from a generated instance-type catalog",
             conformance=_conformance,
-            cluster_role=resources.files("karpenter_kwok").joinpath("rbac", "clusterrole.yaml"),
+            cluster_role=packaged_file("karpenter_kwok", "rbac", "clusterrole.yaml"),
         )
     ]

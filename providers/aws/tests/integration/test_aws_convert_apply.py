@@ -10,9 +10,10 @@ import yaml
 from click.testing import CliRunner
 from kubernetes import client
 
-from karpenter_aws.nodeclass import crd
+from karpenter_aws.nodeclass import NODE_CLASS
 from karpenter_conformance.cluster import crds as cluster_crds
 from karpenter_core.cli.convert import convert
+from karpenter_core.sdk.crds import node_class_crd
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +75,7 @@ spec:
 @pytest.fixture(scope="module")
 def installed_crd(kube_cluster: Any) -> str:
     """The EC2NodeClass CRD next to the cluster's NodePool CRD."""
-    (name,) = cluster_crds.apply_documents(kube_cluster.kubeconfig, [crd()])
+    (name,) = cluster_crds.apply_documents(kube_cluster.kubeconfig, [node_class_crd(NODE_CLASS)])
     return name
 
 

@@ -6,8 +6,6 @@ apiserver; both must accept it or both refuse it (the apiserver with the expecte
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,9 +15,11 @@ from click.testing import CliRunner
 from kubernetes import client
 from pydantic import ValidationError
 
-from karpenter_aws.nodeclass import GROUP, KIND, PLURAL, VERSION, EC2NodeClass, crd
+from karpenter_aws.nodeclass import GROUP, NODE_CLASS, PLURAL, VERSION, EC2NodeClass
 from karpenter_conformance.cluster import crds as cluster_crds
 from karpenter_core.cli.main import cli
+from karpenter_core.sdk.crds import node_class_crd
+from karpenter_core.sdk.testing import NodeClassStore, node_class_manifest, pruned
 
 pytestmark = pytest.mark.integration
 
@@ -343,12 +343,7 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
 
 
 def manifest(spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": KIND,
-        "metadata": {"name": f"ec2nc-{uuid.uuid4().hex[:8]}"},
-        "spec": spec,
-    }
+    return node_class_manifest(NODE_CLASS, spec, "ec2nc")
 
 
 def model_error(spec: dict[str, Any]) -> str | None:
@@ -360,67 +355,24 @@ def model_error(spec: dict[str, Any]) -> str | None:
     return None
 
 
-def pruned(value: Any) -> Any:
-    """``value`` without empty maps and lists (the model's unset collections)."""
-    if isinstance(value, dict):
-        kept = {key: pruned(item) for key, item in value.items()}
-        return {key: item for key, item in kept.items() if item not in ({}, [])}
-    if isinstance(value, list):
-        return [pruned(item) for item in value]
-    return value
-
-
-class NodeClasses:
-    """EC2NodeClasses on the apiserver: dry-run creates, and real ones deleted afterwards."""
-
-    def __init__(self, api: client.CustomObjectsApi) -> None:
-        self.api = api
-        self.created: list[str] = []
-
-    def dry_run(self, spec: dict[str, Any]) -> dict[str, Any]:
-        """The object the apiserver would store (validated and defaulted), not stored."""
-        stored: dict[str, Any] = self.api.create_cluster_custom_object(
-            GROUP, VERSION, PLURAL, manifest(spec), dry_run="All"
-        )
-        return stored
-
-    def create(self, spec: dict[str, Any]) -> dict[str, Any]:
-        body = manifest(spec)
-        self.api.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
-        self.created.append(body["metadata"]["name"])
-        stored: dict[str, Any] = self.api.get_cluster_custom_object(
-            GROUP, VERSION, PLURAL, body["metadata"]["name"]
-        )
-        return stored
-
-    def rejection(self, spec: dict[str, Any]) -> str:
-        """The apiserver's message when it refuses ``spec``."""
-        with pytest.raises(client.ApiException) as caught:
-            self.dry_run(spec)
-        assert caught.value.status == 422, caught.value.body
-        message: str = json.loads(caught.value.body)["message"]
-        return message
-
-
 @pytest.fixture(scope="module")
 def installed_crd(kube_cluster: Any) -> str:
     """The EC2NodeClass CRD generated now from the model, applied and Established."""
-    (name,) = cluster_crds.apply_documents(kube_cluster.kubeconfig, [crd()])
+    (name,) = cluster_crds.apply_documents(kube_cluster.kubeconfig, [node_class_crd(NODE_CLASS)])
     return name
 
 
 @pytest.fixture
-def node_classes(kube_client: client.ApiClient, installed_crd: str) -> Iterator[NodeClasses]:
-    store = NodeClasses(client.CustomObjectsApi(kube_client))
+def node_classes(kube_client: client.ApiClient, installed_crd: str) -> Iterator[NodeClassStore]:
+    store = NodeClassStore(client.CustomObjectsApi(kube_client), NODE_CLASS, manifest)
     try:
         yield store
     finally:
-        for name in store.created:
-            store.api.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+        store.delete_created()
 
 
 @pytest.mark.parametrize("spec", GOOD.values(), ids=GOOD.keys())
-def test_both_accept(node_classes: NodeClasses, spec: dict[str, Any]) -> None:
+def test_both_accept(node_classes: NodeClassStore, spec: dict[str, Any]) -> None:
     assert model_error(spec) is None
     stored = node_classes.dry_run(spec)
 
@@ -430,12 +382,12 @@ def test_both_accept(node_classes: NodeClasses, spec: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(("spec", "message"), BAD.values(), ids=BAD.keys())
-def test_both_refuse(node_classes: NodeClasses, spec: dict[str, Any], message: str) -> None:
+def test_both_refuse(node_classes: NodeClassStore, spec: dict[str, Any], message: str) -> None:
     assert model_error(spec) is not None, "the model accepts what the apiserver should refuse"
     assert message in node_classes.rejection(spec)
 
 
-def test_metadata_options_defaults_applied_by_the_apiserver(node_classes: NodeClasses) -> None:
+def test_metadata_options_defaults_applied_by_the_apiserver(node_classes: NodeClassStore) -> None:
     whole = node_classes.create(spec_with())["spec"]
     partial = node_classes.create(spec_with(metadataOptions={"httpTokens": "optional"}))["spec"]
 
@@ -445,14 +397,14 @@ def test_metadata_options_defaults_applied_by_the_apiserver(node_classes: NodeCl
     assert model.spec.metadata_options.model_dump(by_alias=True) == METADATA_DEFAULTS
 
 
-def test_root_volume_defaults_to_false(node_classes: NodeClasses) -> None:
+def test_root_volume_defaults_to_false(node_classes: NodeClassStore) -> None:
     mapping = {"deviceName": "/dev/xvdb", "ebs": {"volumeSize": "100Gi"}}
     stored = node_classes.create(spec_with(blockDeviceMappings=[mapping]))
 
     assert stored["spec"]["blockDeviceMappings"] == [{**mapping, "rootVolume": False}]
 
 
-def test_status_round_trips(node_classes: NodeClasses) -> None:
+def test_status_round_trips(node_classes: NodeClassStore) -> None:
     stored = node_classes.create(spec_with())
     status = {
         "subnets": [{"id": "subnet-0a", "zone": "us-east-1a", "zoneID": "use1-az1"}],
@@ -497,4 +449,4 @@ def test_cli_crds_include_the_ec2nodeclass(installed_crd: str) -> None:
     documents = [document for document in yaml.safe_load_all(result.output) if document]
     by_name = {document["metadata"]["name"]: document for document in documents}
     assert installed_crd == f"{PLURAL}.{GROUP}"
-    assert by_name[installed_crd] == crd()
+    assert by_name[installed_crd] == node_class_crd(NODE_CLASS)

@@ -80,54 +80,6 @@ def _offerings(it: InstanceType) -> dict[tuple[str, str], Any]:
     return {(o.capacity_type, o.zone): o for o in it.offerings}
 
 
-# The ICE cache
-
-
-def test_unavailable_offerings_expire_after_the_ttl() -> None:
-    clock = Clock()
-    cache = UnavailableOfferings(clock=clock)
-    assert cache.seq == 0
-    assert cache.snapshot() == {}
-    cache.mark("spot", "m5.large", "us-east-1a", "InsufficientInstanceCapacity")
-    assert cache.seq == 1
-    assert cache.snapshot() == {"m5.large": frozenset({("spot", "us-east-1a")})}
-    clock.advance(timedelta(minutes=2, seconds=59))
-    assert cache.snapshot() == {"m5.large": frozenset({("spot", "us-east-1a")})}
-    assert cache.seq == 1
-    clock.advance(timedelta(seconds=1))
-    assert cache.seq == 2  # expiry changes availability too
-    assert cache.snapshot() == {}
-
-
-def test_unavailable_offerings_ttl_is_a_parameter_and_marks_renew() -> None:
-    clock = Clock()
-    cache = UnavailableOfferings(ttl=timedelta(seconds=10), clock=clock)
-    cache.mark("on-demand", "c5.large", "us-east-1c")
-    clock.advance(timedelta(seconds=8))
-    cache.mark("on-demand", "c5.large", "us-east-1c")
-    clock.advance(timedelta(seconds=8))
-    assert cache.snapshot() == {"c5.large": frozenset({("on-demand", "us-east-1c")})}
-    assert cache.seq == 2
-
-
-def test_unavailable_offerings_are_thread_safe() -> None:
-    cache = UnavailableOfferings()
-
-    def mark(worker: int) -> None:
-        for i in range(500):
-            cache.mark("spot", f"type{worker}.{i}", "us-east-1a")
-            if i % 100 == 0:
-                assert ("spot", "us-east-1a") in cache.snapshot()[f"type{worker}.{i}"]
-
-    threads = [threading.Thread(target=mark, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert cache.seq == 4000
-    assert sum(len(pairs) for pairs in cache.snapshot().values()) == 4000
-
-
 # Offline
 
 

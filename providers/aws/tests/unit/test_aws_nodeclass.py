@@ -11,22 +11,23 @@ from pydantic import ValidationError
 
 from karpenter_aws.nodeclass import (
     CONDITION_TYPES,
-    CRD_PATH,
     HASH_ANNOTATION,
     HASH_VERSION,
     HASH_VERSION_ANNOTATION,
+    NODE_CLASS,
     AMIStatus,
     EC2NodeClass,
     MetadataOptions,
     NotReady,
-    crd,
     nodeclass_hash,
     validation_problems,
 )
-from karpenter_core.cli.crds import render_crd
+from karpenter_core.sdk.crds import crd_file, crd_path, node_class_crd
 
-REGENERATE = "regenerate it with: python -m karpenter_aws.nodeclass"
+REGENERATE = "regenerate it with: python -m karpenter_core.sdk.crds aws"
 GiB = 1024**3
+
+CRD_PATH = crd_path(NODE_CLASS)
 
 
 def manifest(**spec: Any) -> dict[str, Any]:
@@ -746,21 +747,20 @@ def test_hash_tells_kubelet_settings_apart() -> None:
 
 
 def test_golden_crd_matches_generator() -> None:
-    header = "# Generated from karpenter_aws.nodeclass: python -m karpenter_aws.nodeclass\n"
     assert CRD_PATH.is_file(), f"{CRD_PATH} is missing; {REGENERATE}"
-    assert CRD_PATH.read_text() == header + render_crd(crd()), (
+    assert CRD_PATH.read_text() == crd_file("aws", NODE_CLASS), (
         f"{CRD_PATH.name} is stale; {REGENERATE}"
     )
-    assert yaml.safe_load(CRD_PATH.read_text()) == crd()
+    assert yaml.safe_load(CRD_PATH.read_text()) == node_class_crd(NODE_CLASS)
 
 
 def _spec_schema() -> dict[str, Any]:
-    version = crd()["spec"]["versions"][0]
+    version = node_class_crd(NODE_CLASS)["spec"]["versions"][0]
     return version["schema"]["openAPIV3Schema"]["properties"]["spec"]
 
 
 def test_crd_names_columns_and_rules() -> None:
-    generated = crd()
+    generated = node_class_crd(NODE_CLASS)
     assert generated["metadata"]["name"] == "ec2nodeclasses.karpenter.k8s.aws"
     names = generated["spec"]["names"]
     assert names["kind"] == "EC2NodeClass"

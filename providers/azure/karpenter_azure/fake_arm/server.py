@@ -12,16 +12,14 @@ import json
 import logging
 import re
 import secrets
-import socket
 import ssl
-import sys
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, fields
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
@@ -36,6 +34,12 @@ from karpenter_azure.fake_arm.faults import (
     consume,
 )
 from karpenter_azure.fake_arm.log import RequestLog, RequestRecord
+from karpenter_core.sdk.testing import (
+    SHUTDOWN_POLL,
+    TLSLoopbackServer,
+    TLSRequestHandler,
+    serve_in_background,
+)
 
 if TYPE_CHECKING:
     from azure.identity import ClientSecretCredential
@@ -48,34 +52,9 @@ ADMIN_PREFIX = "/fake-arm-api"
 TOKEN_LIFETIME = 3599
 JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 """The client assertion type of a federated (workload identity) token request."""
-SHUTDOWN_POLL = 0.05
-"""Seconds between the server loop's checks for ``stop``."""
 _OIDC = re.compile(r"^/(?P<tenant>[^/]+)/v2\.0/\.well-known/openid-configuration$")
 _TOKEN = re.compile(r"^/(?P<tenant>[^/]+)/oauth2/v2\.0/token$")
 _POLL = re.compile(r"/operations/(?P<id>[^/?]+)$", re.IGNORECASE)
-
-
-class _TLSServer(ThreadingHTTPServer):
-    """A threaded HTTPS server; the TLS handshake runs on the request's thread, so a slow
-    client does not hold up the accept loop. Its listen backlog takes a burst of clients."""
-
-    request_queue_size = 128
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], handler: type, context: ssl.SSLContext) -> None:
-        self.context = context
-        super().__init__(address, handler)
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        raw, address = self.socket.accept()
-        return self.context.wrap_socket(
-            raw, server_side=True, do_handshake_on_connect=False
-        ), address
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Clients that hang up or fail the handshake are not worth a traceback."""
-        if not isinstance(sys.exc_info()[1], (ssl.SSLError, ConnectionError, TimeoutError)):
-            super().handle_error(request, client_address)
 
 
 class FakeARM:
@@ -124,7 +103,7 @@ class FakeARM:
         self.tls = tls.generate(tls_dir)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.tls.cert, self.tls.key)
-        self._server = _TLSServer(("127.0.0.1", port), _handler(self), context)
+        self._server = TLSLoopbackServer(("127.0.0.1", port), _handler(self), context)
         self.state.base_url = self.url
         self._thread: threading.Thread | None = None
 
@@ -133,13 +112,7 @@ class FakeARM:
     def start(self) -> FakeARM:
         """Serve on a daemon thread; returns self."""
         if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._server.serve_forever,
-                kwargs={"poll_interval": SHUTDOWN_POLL},
-                name="fake ARM",
-                daemon=True,
-            )
-            self._thread.start()
+            self._thread = serve_in_background(self._server, "fake ARM")
         return self
 
     def serve_forever(self) -> None:
@@ -506,23 +479,9 @@ def _unauthorized(fake: FakeARM) -> Answer:
 
 
 def _handler(fake: FakeARM) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(TLSRequestHandler):
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True
-
-        def setup(self) -> None:
-            try:
-                self.request.do_handshake()
-            except (ssl.SSLError, OSError):
-                self.request.close()
-                raise
-            super().setup()
-
-        def handle(self) -> None:
-            try:
-                super().handle()
-            except (ssl.SSLError, ConnectionError):
-                self.close_connection = True
 
         def do_GET(self) -> None:
             self._serve("GET")

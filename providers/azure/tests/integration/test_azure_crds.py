@@ -6,8 +6,6 @@ apiserver; both must accept it or both refuse it (the apiserver with the expecte
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,8 +14,10 @@ import yaml
 from kubernetes import client
 from pydantic import ValidationError
 
-from karpenter_azure.nodeclass import GROUP, KIND, PLURAL, VERSION, AKSNodeClass, crd
+from karpenter_azure.nodeclass import GROUP, NODE_CLASS, PLURAL, VERSION, AKSNodeClass
 from karpenter_conformance.cluster import crds as cluster_crds
+from karpenter_core.sdk.crds import crd_path, node_class_crd
+from karpenter_core.sdk.testing import NodeClassStore, node_class_manifest, pruned
 
 pytestmark = pytest.mark.integration
 
@@ -133,14 +133,11 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     ),
 }
 
+CRD_PATH = crd_path(NODE_CLASS)
+
 
 def manifest(spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": KIND,
-        "metadata": {"name": f"aksnc-{uuid.uuid4().hex[:8]}"},
-        "spec": spec,
-    }
+    return node_class_manifest(NODE_CLASS, spec, "aksnc")
 
 
 def model_error(spec: dict[str, Any]) -> str | None:
@@ -152,65 +149,24 @@ def model_error(spec: dict[str, Any]) -> str | None:
     return None
 
 
-def pruned(value: Any) -> Any:
-    """``value`` without empty maps and lists (the model's unset collections)."""
-    if isinstance(value, dict):
-        kept = {key: pruned(item) for key, item in value.items()}
-        return {key: item for key, item in kept.items() if item not in ({}, [])}
-    return value
-
-
-class NodeClasses:
-    """AKSNodeClasses on the apiserver: dry-run creates, and real ones deleted afterwards."""
-
-    def __init__(self, api: client.CustomObjectsApi) -> None:
-        self.api = api
-        self.created: list[str] = []
-
-    def dry_run(self, spec: dict[str, Any]) -> dict[str, Any]:
-        """The object the apiserver would store (validated and defaulted), not stored."""
-        stored: dict[str, Any] = self.api.create_cluster_custom_object(
-            GROUP, VERSION, PLURAL, manifest(spec), dry_run="All"
-        )
-        return stored
-
-    def create(self, spec: dict[str, Any]) -> dict[str, Any]:
-        body = manifest(spec)
-        self.api.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
-        self.created.append(body["metadata"]["name"])
-        stored: dict[str, Any] = self.api.get_cluster_custom_object(
-            GROUP, VERSION, PLURAL, body["metadata"]["name"]
-        )
-        return stored
-
-    def rejection(self, spec: dict[str, Any]) -> str:
-        """The apiserver's message when it refuses ``spec``."""
-        with pytest.raises(client.ApiException) as caught:
-            self.dry_run(spec)
-        assert caught.value.status == 422, caught.value.body
-        message: str = json.loads(caught.value.body)["message"]
-        return message
-
-
 @pytest.fixture(scope="module")
 def installed_crd(kube_cluster: Any) -> str:
     """The AKSNodeClass CRD generated now from the model, applied and Established."""
-    (name,) = cluster_crds.apply_documents(kube_cluster.kubeconfig, [crd()])
+    (name,) = cluster_crds.apply_documents(kube_cluster.kubeconfig, [node_class_crd(NODE_CLASS)])
     return name
 
 
 @pytest.fixture
-def node_classes(kube_client: client.ApiClient, installed_crd: str) -> Iterator[NodeClasses]:
-    store = NodeClasses(client.CustomObjectsApi(kube_client))
+def node_classes(kube_client: client.ApiClient, installed_crd: str) -> Iterator[NodeClassStore]:
+    store = NodeClassStore(client.CustomObjectsApi(kube_client), NODE_CLASS, manifest)
     try:
         yield store
     finally:
-        for name in store.created:
-            store.api.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+        store.delete_created()
 
 
 @pytest.mark.parametrize("spec", GOOD.values(), ids=GOOD.keys())
-def test_both_accept(node_classes: NodeClasses, spec: dict[str, Any]) -> None:
+def test_both_accept(node_classes: NodeClassStore, spec: dict[str, Any]) -> None:
     assert model_error(spec) is None
     stored = node_classes.dry_run(spec)
 
@@ -222,12 +178,12 @@ def test_both_accept(node_classes: NodeClasses, spec: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(("spec", "message"), BAD.values(), ids=BAD.keys())
-def test_both_refuse(node_classes: NodeClasses, spec: dict[str, Any], message: str) -> None:
+def test_both_refuse(node_classes: NodeClassStore, spec: dict[str, Any], message: str) -> None:
     assert model_error(spec) is not None, "the model accepts what the apiserver should refuse"
     assert message in node_classes.rejection(spec)
 
 
-def test_the_apiserver_fills_upstreams_defaults(node_classes: NodeClasses) -> None:
+def test_the_apiserver_fills_upstreams_defaults(node_classes: NodeClassStore) -> None:
     spec = node_classes.create({"kubelet": {"podPidsLimit": 100}})["spec"]
 
     assert spec["osDiskSizeGB"] == 128
@@ -235,7 +191,7 @@ def test_the_apiserver_fills_upstreams_defaults(node_classes: NodeClasses) -> No
     assert spec["kubelet"] == {**KUBELET_DEFAULTS, "podPidsLimit": 100}
 
 
-def test_status_round_trips(node_classes: NodeClasses) -> None:
+def test_status_round_trips(node_classes: NodeClassStore) -> None:
     stored = node_classes.create({})
     image = (
         "/CommunityGalleries/AKSUbuntu-38d80f77-467a-481f-a8d4-09b6d4220bd2/images/"
@@ -280,8 +236,6 @@ def test_status_round_trips(node_classes: NodeClasses) -> None:
 
 
 def test_the_generated_crd_is_the_shipped_one(installed_crd: str) -> None:
-    from karpenter_azure.nodeclass import CRD_PATH
-
     shipped = [doc for doc in yaml.safe_load_all(CRD_PATH.read_text()) if doc]
     assert installed_crd == f"{PLURAL}.{GROUP}"
-    assert shipped == [crd()]
+    assert shipped == [node_class_crd(NODE_CLASS)]

@@ -23,15 +23,16 @@ from karpenter_azure.nodeclass import (
     HASH_VERSION,
     HASH_VERSION_ANNOTATION,
     KIND,
+    NODE_CLASS,
     PLURAL,
     VERSION,
     AKSNodeClass,
-    crd,
     nodeclass_hash,
 )
 from karpenter_azure.nodeclass_controller import TERMINATION_FINALIZER, NodeClassController
 from karpenter_conformance.cluster import crds as cluster_crds
 from karpenter_core.cloudprovider.plugin import ProviderContext
+from karpenter_core.sdk.crds import node_class_crd
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +60,7 @@ class Azure:
 
 @pytest.fixture(scope="module")
 def installed_crd(kube_cluster: Any) -> str:
-    (name,) = cluster_crds.apply_documents(kube_cluster.kubeconfig, [crd()])
+    (name,) = cluster_crds.apply_documents(kube_cluster.kubeconfig, [node_class_crd(NODE_CLASS)])
     return name
 
 

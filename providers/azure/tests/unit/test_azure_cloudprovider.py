@@ -132,7 +132,7 @@ def test_unavailable_offerings_are_skipped() -> None:
 
 
 def marks(unavailable: UnavailableOfferings) -> set[tuple[str, str, str]]:
-    by_type, _ = unavailable.snapshot()
+    by_type = unavailable.snapshot()
     return {(ct, name, zone) for name, pairs in by_type.items() for ct, zone in pairs}
 
 

@@ -10,19 +10,20 @@ import yaml
 from pydantic import ValidationError
 
 from karpenter_azure.nodeclass import (
-    CRD_PATH,
+    NODE_CLASS,
     AKSNodeClass,
     AKSNodeClassSpec,
-    crd,
     nodeclass_hash,
     validation_problems,
 )
-from karpenter_core.cli.crds import render_crd
+from karpenter_core.sdk.crds import crd_file, crd_path, node_class_crd
 
 SUBNET = (
     "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/MC_rg_cluster_eastus"
     "/providers/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks-subnet"
 )
+
+CRD_PATH = crd_path(NODE_CLASS)
 
 
 def problems(spec: dict[str, Any]) -> str:
@@ -182,11 +183,10 @@ def test_hash_changes_with_each_hashed_field(change: dict[str, Any]) -> None:
 
 
 def test_shipped_crd_is_the_generated_one() -> None:
-    header = "# Generated from karpenter_azure.nodeclass: python -m karpenter_azure.nodeclass\n"
-    regenerate = "regenerate it with python -m karpenter_azure.nodeclass"
+    regenerate = "regenerate it with python -m karpenter_core.sdk.crds azure"
     assert CRD_PATH.is_file(), f"{CRD_PATH} is missing; {regenerate}"
-    assert CRD_PATH.read_text() == header + render_crd(crd()), f"stale; {regenerate}"
-    assert yaml.safe_load(CRD_PATH.read_text()) == crd()
+    assert CRD_PATH.read_text() == crd_file("azure", NODE_CLASS), f"stale; {regenerate}"
+    assert yaml.safe_load(CRD_PATH.read_text()) == node_class_crd(NODE_CLASS)
 
 
 def test_not_ready_until_ready_for_the_current_generation() -> None:

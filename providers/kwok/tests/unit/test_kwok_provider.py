@@ -22,6 +22,7 @@ from karpenter_core.cloudprovider.types import (
     NodeClaimNotFound,
     RepairPolicy,
 )
+from karpenter_core.sdk.crds import crd_path, node_class_crd
 from karpenter_kwok.catalog import parse_catalog
 from karpenter_kwok.cloudprovider import (
     KWOKCloudProvider,
@@ -30,9 +31,11 @@ from karpenter_kwok.cloudprovider import (
     node_manifest,
     node_name,
 )
-from karpenter_kwok.nodeclass import CRD_PATH, KWOKNodeClass, crd
+from karpenter_kwok.nodeclass import NODE_CLASS, KWOKNodeClass
 
-REGENERATE = "regenerate it with: python -m karpenter_kwok.nodeclass"
+REGENERATE = "regenerate it with: python -m karpenter_core.sdk.crds kwok"
+
+CRD_PATH = crd_path(NODE_CLASS)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +68,7 @@ def _in(key: str, *values: str) -> dict[str, Any]:
 
 def test_the_shipped_crd_is_the_generated_one() -> None:
     shipped = yaml.safe_load(CRD_PATH.read_text())
-    assert shipped == crd(), f"{CRD_PATH} is stale; {REGENERATE}"
+    assert shipped == node_class_crd(NODE_CLASS), f"{CRD_PATH} is stale; {REGENERATE}"
 
 
 def test_the_shipped_crd_is_what_karpenter_crds_publishes() -> None:
@@ -74,7 +77,9 @@ def test_the_shipped_crd_is_what_karpenter_crds_publishes() -> None:
 
 
 def test_nodeclass_ready_by_default_in_the_crd() -> None:
-    status = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    status = node_class_crd(NODE_CLASS)["spec"]["versions"][0]["schema"]["openAPIV3Schema"][
+        "properties"
+    ]["status"]
     (condition,) = status["default"]["conditions"]
     assert (condition["type"], condition["status"]) == ("Ready", "True")
 
