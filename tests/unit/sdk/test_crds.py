@@ -8,7 +8,7 @@ import pytest
 
 from karpenter_core.cloudprovider import registry
 from karpenter_core.sdk import crds
-from karpenter_core.sdk.record import NodeClassInfo, ProviderRecord
+from karpenter_core.sdk.record import API_VERSION, NodeClassInfo, ProviderRecord
 
 
 @pytest.mark.parametrize("provider", ["aws", "azure", "kwok"])
@@ -29,7 +29,9 @@ def test_write_crds_writes_each_kind_into_the_package(
     kwok = registry.discover().records["kwok"]
     info: NodeClassInfo = kwok.node_classes[0]
     monkeypatch.setattr(crds, "crd_path", lambda i: tmp_path / "crds" / f"{i.plural}.yaml")
-    record = ProviderRecord(name="kwok", factory=kwok.factory, node_classes=[info])
+    record = ProviderRecord(
+        name="kwok", factory=kwok.factory, node_classes=[info], api_version=API_VERSION
+    )
     (written,) = crds.write_crds(record)
     assert written == tmp_path / "crds" / "kwoknodeclasses.yaml"
     text = written.read_text(encoding="utf-8")
