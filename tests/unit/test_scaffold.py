@@ -35,6 +35,7 @@ from karpenter_core.cli import checkout
 from karpenter_core.cli import main as cli_main
 from karpenter_core.cli.main import cli
 from karpenter_core.cloudprovider.plugin import ProviderRecord
+from karpenter_core.sdk.crds import crd_file
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOUT = Path(karpenter_core.__file__).resolve().parents[1]
@@ -190,8 +191,9 @@ def test_the_shipped_crd_is_generated_from_the_model(
     [info] = record.node_classes
     [path] = (generated / f"karpenter_{NAME}" / "crds").iterdir()
     assert path.name == f"{info.group}_{info.plural}.yaml"
-    shipped = yaml.safe_load(path.read_text())
-    assert shipped == generate_crd(
+    assert info.model.__module__ == f"karpenter_{NAME}.nodeclass"
+    assert path.read_text() == crd_file(NAME, info), "not what the SDK's CRD writer writes"
+    assert yaml.safe_load(path.read_text()) == generate_crd(
         info.model,
         group=info.group,
         kind=info.kind,

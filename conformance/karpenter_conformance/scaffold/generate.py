@@ -2,8 +2,9 @@
 conformance suite as generated.
 
 The templates (``templates/``, package data) are ``string.Template`` files; ``package/`` becomes
-the Python package. The NodeClass CRD is generated from the written model by the model's own
-module, as a provider regenerates it after changing the model.
+the Python package. The NodeClass CRD is written from the written model's ``NODE_CLASS`` as the
+SDK's writer writes it (``python -m karpenter_core.sdk.crds NAME``, which a provider runs after
+changing the model).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
-import uuid
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -23,6 +23,7 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.cli.checkout import checkout_dir, pip_install
 from karpenter_core.cloudprovider.plugin import API_VERSION, ENTRY_POINT_GROUP
 from karpenter_core.cloudprovider.registry import MAX_NAME_LENGTH, NAME_PATTERN
+from karpenter_core.sdk.crds import crd_file
 
 __all__ = ["Names", "ScaffoldError", "generate", "install_command", "names_for"]
 
@@ -50,7 +51,6 @@ class Names:
     kind: str
     plural: str
     camel: str
-    env: str
     core_requirement: str
     conformance_requirement: str
 
@@ -91,7 +91,6 @@ def names_for(name: str, group: str | None = None) -> Names:
         kind=f"{camel}NodeClass",
         plural=f"{camel.lower()}nodeclasses",
         camel=camel,
-        env="KARPENTER_" + name.replace("-", "_").upper(),
         core_requirement=f"karpenter-core{within}",
         conformance_requirement=f"karpenter-conformance{within}",
     )
@@ -123,7 +122,7 @@ def generate(name: str, directory: Path | None = None, group: str | None = None)
     for path, text in rendered:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    _write_crd(target / names.package / "nodeclass.py")
+    _write_crd(names, target / names.package)
     return target
 
 
@@ -152,16 +151,24 @@ def _output_path(relative: str, package: str) -> Path:
     return Path(*parts)
 
 
-def _write_crd(model_file: Path) -> None:
-    """Write the NodeClass CRD with the written model's own ``write_crd`` (the module loaded
-    from its file, on its own), as ``python -m <package>.nodeclass`` does."""
-    module_name = f"_karpenter_scaffold_{uuid.uuid4().hex}"
-    spec = importlib.util.spec_from_file_location(module_name, model_file)
+def _write_crd(names: Names, package_dir: Path) -> None:
+    """Write the NodeClass CRD of the written model's ``NODE_CLASS`` into ``crds/``, as the SDK's
+    writer does; the nodeclass module is loaded from its file on its own, under its package's
+    name (any module of that name already loaded is put back after)."""
+    module_name = f"{names.package}.nodeclass"
+    spec = importlib.util.spec_from_file_location(module_name, package_dir / "nodeclass.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    loaded = sys.modules.get(module_name)
     sys.modules[module_name] = module  # pydantic resolves the model's annotations through it
     try:
         spec.loader.exec_module(module)
-        module.write_crd()
+        info = module.NODE_CLASS
+        path = package_dir / "crds" / f"{info.group}_{info.plural}.yaml"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(crd_file(names.name, info), encoding="utf-8")
     finally:
-        del sys.modules[module_name]
+        if loaded is None:
+            del sys.modules[module_name]
+        else:
+            sys.modules[module_name] = loaded
