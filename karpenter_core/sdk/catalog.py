@@ -1,7 +1,7 @@
 """What a provider's instance-type catalog is built on: cloud data refreshed on a TTL (with the
-data read before kept when a read fails), packaged data for offline use, and the instance types
-built per NodeClass inputs, cached until the data, the prices or the unavailable offerings
-change.
+data read before kept when a read fails), in the caller or in the background, packaged data for
+offline use, and the instance types built per NodeClass inputs, cached until the data, the
+prices or the unavailable offerings change.
 """
 
 from __future__ import annotations
@@ -57,6 +57,10 @@ class RefreshedData(Generic[T]):
     is kept (and the read retried after ``retry``); without any, the error reaches the caller.
     ``version`` grows whenever a read returns data that is not ``same`` as before.
 
+    ``current`` reads in the caller; ``refresh_in_background`` reads on a thread of its own
+    while callers go on with ``latest`` (e.g. prices, which start from a packaged table).
+    A failure is logged as a warning once while it repeats.
+
     Without ``read`` the data is ``initial`` for good (a packaged, offline catalog).
     """
 
@@ -84,6 +88,7 @@ class RefreshedData(Generic[T]):
         self._data = initial
         self._version = 0 if initial is None else 1
         self._due: datetime | None = None
+        self._failure = ""
 
     @property
     def live(self) -> bool:
@@ -94,6 +99,11 @@ class RefreshedData(Generic[T]):
     def version(self) -> int:
         """Grows whenever the data changes (0: none yet)."""
         return self._version
+
+    @property
+    def latest(self) -> T | None:
+        """The data as it is now, never read first (None before the first read)."""
+        return self._data
 
     def current(self) -> T:
         """The data, read first when stale (see the class)."""
@@ -110,7 +120,7 @@ class RefreshedData(Generic[T]):
                 except CloudProviderError as error:
                     if self._data is None:
                         raise
-                    _log.warning("%s; keeping the %s read before", error, self.what)
+                    self._report(error)
         data = self._data
         if data is None:
             raise CloudProviderError(f"no {self.what} known")
@@ -126,6 +136,40 @@ class RefreshedData(Generic[T]):
             self._refreshing = True
         self._read_and_install()
 
+    def refresh_in_background(self) -> threading.Thread | None:
+        """When the data is stale and no read is under way, start one on a daemon thread and
+        return it (join it to wait for the read); else None. Returns at once either way."""
+        if not self._stale():
+            return None
+        with self._refreshed:
+            if self._refreshing or not self._stale():
+                return None
+            self._refreshing = True
+        thread = threading.Thread(
+            target=self._read_quietly, name=f"refresh {self.what}", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def _read_quietly(self) -> None:
+        """A background read: a failure is logged, the data read before kept."""
+        try:
+            self._read_and_install()
+        except CloudProviderError as error:
+            self._report(error)
+
+    def _report(self, error: CloudProviderError) -> None:
+        """Log a failed read: a warning, or at debug level while the same failure repeats."""
+        message = str(error)
+        level = logging.DEBUG if message == self._failure else logging.WARNING
+        self._failure = message
+        kept = (
+            f"keeping the {self.what} read before"
+            if self._data is not None
+            else f"no {self.what} yet"
+        )
+        _log.log(level, "%s; %s", message, kept)
+
     def _stale(self) -> bool:
         return self._read is not None and (self._due is None or self._clock() >= self._due)
 
@@ -136,10 +180,11 @@ class RefreshedData(Generic[T]):
         try:
             try:
                 data = self._read()
-            except CloudProviderError:
+            except Exception:
                 self._due = self._clock() + self._retry
                 raise
             self._due = self._clock() + self._interval
+            self._failure = ""
             previous = self._data
             if previous is None or not self._same(previous, data):
                 self._data = data

@@ -8,9 +8,10 @@ Virtual Machines service in one ``armRegionName``; Windows products (``productNa
 whose ``skuName`` ends with " Spot" is the spot price of its ``armSkuName``, the others are
 on-demand prices.
 
-``PriceBook`` holds a region's prices. It starts from the packaged table; ``refresh`` replaces
-them from the API, ``refresh_in_background`` does so on a daemon thread when the prices are
-``REFRESH_INTERVAL`` old, keeping the previous prices (and logging once) when the API fails.
+``PriceBook`` holds a region's prices, refreshed by the SDK's ``RefreshedData``. It starts from
+the packaged table; ``refresh`` replaces them from the API, ``refresh_in_background`` does so on
+a daemon thread when the prices are ``REFRESH_INTERVAL`` old, keeping the previous prices (and
+logging once while the failure repeats) when the API fails.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from karpenter_core.apis import labels as wk
+from karpenter_core.sdk.catalog import REFRESH_INTERVAL, RefreshedData
+from karpenter_core.sdk.types import CloudProviderError
 
 __all__ = [
     "API_VERSION",
@@ -43,8 +46,6 @@ __all__ = [
 
 RETAIL_PRICES_URL = "https://prices.azure.com/api/retail/prices"
 API_VERSION = "2023-01-01-preview"
-REFRESH_INTERVAL = timedelta(hours=12)
-"""How old prices may get before a background refresh reads them again."""
 RETRY_INTERVAL = timedelta(minutes=5)
 """How soon a background refresh follows a failed read."""
 _TIMEOUT_SECONDS = 30.0
@@ -56,7 +57,7 @@ Getter = Callable[[str], Mapping[str, Any]]
 """Reads one page: URL in, decoded JSON out."""
 
 
-class PricingError(Exception):
+class PricingError(CloudProviderError):
     """The Retail Prices API could not be read."""
 
 
@@ -132,6 +133,10 @@ def fetch_prices(
     return on_demand, spot
 
 
+Prices = tuple[dict[str, float], dict[str, float]]
+"""On-demand and spot prices by VM size."""
+
+
 class PriceBook:
     """Thread-safe prices of one region; ``seq`` changes whenever the prices do."""
 
@@ -146,66 +151,58 @@ class PriceBook:
     ) -> None:
         self.region = region
         self.source = source
-        self._on_demand = dict(on_demand)
-        self._spot = dict(spot)
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._refreshing = False
-        self._due: datetime | None = None
-        self._failure = ""
-        self.seq = 0
+        self._url = RETAIL_PRICES_URL
+        self._get: Getter | None = None
+        self._prices: RefreshedData[Prices] = RefreshedData(
+            self._read,
+            what=f"prices of {region}",
+            interval=REFRESH_INTERVAL,
+            retry=RETRY_INTERVAL,
+            initial=(dict(on_demand), dict(spot)),
+            clock=clock,
+        )
+
+    @property
+    def seq(self) -> int:
+        """A counter that changes whenever the prices do."""
+        return self._prices.version
 
     @property
     def empty(self) -> bool:
         """Whether no on-demand price is known (a region without packaged prices)."""
-        return not self._on_demand
+        return not self._tables()[0]
 
     def price(self, capacity_type: str, name: str) -> float | None:
         """The hourly price of ``name`` for ``capacity_type``, None when unknown."""
-        table = self._spot if capacity_type == wk.CAPACITY_TYPE_SPOT else self._on_demand
-        return table.get(name)
+        on_demand, spot = self._tables()
+        return (spot if capacity_type == wk.CAPACITY_TYPE_SPOT else on_demand).get(name)
 
     def refresh(self, url: str = RETAIL_PRICES_URL, get: Getter | None = None) -> bool:
-        """Read the region's prices from the API now; True when they were read. On failure the
-        previous prices stay and the failure is logged (once while it repeats)."""
+        """Read the region's prices from ``url`` now; True when they were read. On failure the
+        previous prices stay and the failure is logged."""
+        self._url, self._get = url, get
         try:
-            on_demand, spot = fetch_prices(self.region, url, get)
+            self._prices.refresh()
         except PricingError as error:
-            with self._lock:
-                self._due = self._clock() + RETRY_INTERVAL
-                if str(error) != self._failure:
-                    self._failure = str(error)
-                    _log.warning("%s; keeping the %s", error, self.source)
+            _log.warning("%s; keeping the %s", error, self.source)
             return False
-        with self._lock:
-            if (on_demand, spot) != (self._on_demand, self._spot):
-                self._on_demand, self._spot = on_demand, spot
-                self.seq += 1
-            self.source = "Retail Prices API"
-            self._due = self._clock() + REFRESH_INTERVAL
-            self._failure = ""
-        _log.info("read %d on-demand and %d spot prices for %s", len(on_demand), len(spot), url)
         return True
 
     def refresh_in_background(
         self, url: str = RETAIL_PRICES_URL, get: Getter | None = None
     ) -> threading.Thread | None:
-        """Start a refresh on a daemon thread when the prices were never read, are
+        """Start a refresh from ``url`` on a daemon thread when the prices were never read, are
         ``REFRESH_INTERVAL`` old or the last read failed ``RETRY_INTERVAL`` ago, and none is
         running; the thread, or None when none started."""
-        with self._lock:
-            due = self._due is None or self._clock() >= self._due
-            if self._refreshing or not due:
-                return None
-            self._refreshing = True
+        self._url, self._get = url, get
+        return self._prices.refresh_in_background()
 
-        def run() -> None:
-            try:
-                self.refresh(url, get)
-            finally:
-                with self._lock:
-                    self._refreshing = False
+    def _tables(self) -> Prices:
+        return self._prices.latest or ({}, {})
 
-        thread = threading.Thread(target=run, name=f"azure-prices-{self.region}", daemon=True)
-        thread.start()
-        return thread
+    def _read(self) -> Prices:
+        """The prices from the API (``PricingError`` when it fails)."""
+        prices = fetch_prices(self.region, self._url, self._get)
+        self.source = "Retail Prices API"
+        _log.info("read %d on-demand and %d spot prices for %s", *map(len, prices), self._url)
+        return prices

@@ -130,6 +130,69 @@ def test_one_read_at_a_time_and_callers_with_data_are_not_held_up() -> None:
         refresher.join(10)
 
 
+def test_a_background_refresh_runs_when_due_and_callers_keep_the_data_meanwhile() -> None:
+    clock = Clock()
+    entered, release = threading.Event(), threading.Event()
+    reads: list[int] = []
+
+    def slow() -> list[str]:
+        reads.append(1)
+        entered.set()
+        release.wait(10)
+        return [f"read {len(reads)}"]
+
+    data: RefreshedData[list[str]] = RefreshedData(
+        slow, what="prices", interval=HOUR, retry=HOUR, initial=["packaged"], clock=clock
+    )
+    thread = data.refresh_in_background()
+    assert thread is not None and thread.daemon
+    try:
+        assert entered.wait(10)
+        assert data.latest == ["packaged"] and data.current() == ["packaged"]
+        assert data.refresh_in_background() is None  # one read at a time
+    finally:
+        release.set()
+        thread.join(10)
+    assert data.latest == ["read 1"] and data.version == 2
+    assert data.refresh_in_background() is None  # not due yet
+    clock.now += HOUR
+    again = data.refresh_in_background()
+    assert again is not None
+    again.join(10)
+    assert data.latest == ["read 2"] and len(reads) == 2
+
+
+def test_a_failed_background_read_keeps_the_data_is_retried_later_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    source, clock = Source(), Clock()
+    source.failing = True
+    data = refreshed(source, clock, initial=["packaged"])
+    for _ in range(2):
+        thread = data.refresh_in_background()
+        assert thread is not None
+        thread.join(10)
+        assert data.latest == ["packaged"] and data.version == 1
+        assert data.refresh_in_background() is None  # retried after the retry interval only
+        clock.now += timedelta(minutes=1)
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert [r.getMessage() for r in warnings] == [
+        "reading things: throttled; keeping the things read before"
+    ]
+    source.failing = False
+    thread = data.refresh_in_background()
+    assert thread is not None
+    thread.join(10)
+    assert data.latest == ["a"] and source.reads == 3
+
+
+def test_latest_never_reads() -> None:
+    source, clock = Source(), Clock()
+    data = refreshed(source, clock)
+    assert data.latest is None and source.reads == 0
+    assert data.current() == ["a"] and data.latest == ["a"] and source.reads == 1
+
+
 def test_packaged_json_reads_a_gzipped_file_of_a_package() -> None:
     source = packaged_json("karpenter_aws", "data/regions.json.gz")
     assert "us-east-1" in source["regions"]

@@ -134,12 +134,16 @@ class Clock:
 
 def test_a_refresh_replaces_the_prices_and_a_failed_one_keeps_them(server: PriceServer) -> None:
     book = PriceBook("eastus", {"Standard_D4s_v5": 0.5}, {}, "packaged prices")
+    packaged = book.seq
     assert book.refresh(server.url)
-    assert (book.price("on-demand", "Standard_D4s_v5"), book.seq) == (0.192, 1)
+    assert book.price("on-demand", "Standard_D4s_v5") == 0.192 and book.seq > packaged
     assert book.price("spot", "Standard_D4s_v5") == 0.0211
+    assert book.source == "Retail Prices API"
+    read = book.seq
+    assert book.refresh(server.url) and book.seq == read  # the same prices: no change
     server.status = 500
     assert not book.refresh(server.url)
-    assert (book.price("on-demand", "Standard_D4s_v5"), book.seq) == (0.192, 1)
+    assert (book.price("on-demand", "Standard_D4s_v5"), book.seq) == (0.192, read)
 
 
 def test_background_refresh_runs_when_due_only(server: PriceServer) -> None:
