@@ -6,7 +6,8 @@ core's provider-facing names from wherever the core's layers keep them, and hold
 two providers would otherwise each write: so the core can move its insides without breaking a
 provider, and a provider written today keeps working until ``API_VERSION`` changes.
 
-- ``record``: the registration record, the factory's context, option declarations, ``hookimpl``.
+- ``record``: the registration record, the factory's context, option declarations (and their
+  flags and variables), ``hookimpl``, and the package files a record points at.
 - ``types``: the ``CloudProvider`` protocol, instance types and offerings, the errors a provider
   raises, and the requirement algebra.
 - ``nodeclass``: NodeClass readiness, conditions and the wording of a manifest's problems, and
@@ -16,15 +17,15 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
 - ``crds``: NodeClass CRD generation and rendering, and the writer of a provider's shipped CRD
   files (``python -m karpenter_core.sdk.crds <provider>``).
 - ``offerings``: the cache of offerings a cloud recently refused, with their TTLs.
-- ``catalog``: cloud data refreshed on a TTL, packaged data, and instance types cached per
-  NodeClass inputs.
+- ``catalog``: cloud data refreshed on a TTL (in the caller or in the background), packaged
+  data, and instance types cached per NodeClass inputs.
 - ``convert``: what a NodeClass converter for ``karpenter convert`` builds on.
 - ``observe``: structured logs and the metrics registry.
 - ``settings``: typed parsers of option values and ``OptionReader``, which names the option's
   flag in every error.
 - ``versions``: the record's versions, what each changed and what a provider does to move up.
 - ``testing``: for tests and fakes only (no runtime module imports it): a test certificate
-  authority and loopback HTTP(S) servers.
+  authority, loopback HTTP(S) servers, and NodeClasses on a real apiserver.
 
 Compatibility: a change to these modules either stays compatible (new optional names, new
 optional record fields) or raises ``API_VERSION``; discovery refuses a provider built for
