@@ -34,7 +34,7 @@ from karpenter_aws.unavailable import UnavailableOfferings
 from karpenter_aws.view import created_annotations, machine, nodeclaim_view
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.sdk.nodeclass import NodeClassBinding
-from karpenter_core.sdk.record import ProviderContext
+from karpenter_core.sdk.record import ProviderContext, is_offline
 from karpenter_core.sdk.types import (
     CloudProviderError,
     InstanceType,
@@ -83,7 +83,7 @@ class AWSCloudProvider:
         settings = AWSSettings.from_mapping(context.settings)
         clients = AWSClients(settings, context.clients)
         unavailable = UnavailableOfferings(clock=context.clock)
-        if context.kube_client is None and not context.clients:
+        if is_offline(context):
             catalog = InstanceTypeCatalog.offline(settings, unavailable)
         else:
             prices = PriceBook(clients.region, isolated_vpc=settings.isolated_vpc)

@@ -67,7 +67,7 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.sdk.machines import Machine, MachineView
 from karpenter_core.sdk.nodeclass import NodeClassBinding
-from karpenter_core.sdk.record import ProviderContext
+from karpenter_core.sdk.record import ProviderContext, is_offline
 from karpenter_core.sdk.types import (
     CloudProviderError,
     CreateError,
@@ -181,7 +181,7 @@ class AzureCloudProvider:
         settings = AzureSettings.from_mapping(context.settings)
         clients = AzureClients(settings, context.clients)
         unavailable = UnavailableOfferings(clock=context.clock)
-        if context.kube_client is None and not context.clients:
+        if is_offline(context):
             catalog = Catalog.offline(settings, unavailable)
         else:
             catalog = Catalog.live(settings, clients, unavailable, context.clock)
