@@ -161,6 +161,11 @@ class NodeClassBinding(Generic[N]):
         ref = nodepool.spec.template.spec.node_class_ref
         return self.get(ref.name) if self.owns(ref) else None
 
+    def of_nodeclaim(self, nodeclaim: NodeClaim) -> N | None:
+        """The NodeClaim's NodeClass; None for another kind or as ``get``."""
+        ref = nodeclaim.spec.node_class_ref
+        return self.get(ref.name) if self.owns(ref) else None
+
     def readiness(self, nodepool: NodePool, *, live: bool = True) -> NodeClassReadiness:
         """Whether the NodePool's NodeClass is of this kind, exists and is Ready (always ready
         when not ``live``: offline, nothing is resolved; never without a view)."""

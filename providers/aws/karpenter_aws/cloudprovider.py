@@ -182,8 +182,7 @@ class AWSCloudProvider:
         changed), AMIDrift, SecurityGroupDrift or SubnetDrift; "" when it still matches.
         Offline (``karpenter simulate``), only NodeClassDrift, against the EC2NodeClasses of
         the input."""
-        ref = nodeclaim.spec.node_class_ref
-        node_class = self.node_classes.get(ref.name) if self.node_classes.owns(ref) else None
+        node_class = self.node_classes.of_nodeclaim(nodeclaim)
         if node_class is None:
             return ""
         return drift_reason(

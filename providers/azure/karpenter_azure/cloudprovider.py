@@ -416,8 +416,7 @@ class AzureCloudProvider:
         """Why the VM no longer matches its AKSNodeClass (NodeClassDrift, K8sVersionDrift,
         KubeletIdentityDrift, ImageDrift), or "". The node's kubelet version and labels are read
         from the cluster when there is one; offline, only NodeClassDrift and ImageDrift."""
-        ref = nodeclaim.spec.node_class_ref
-        node_class = self.node_classes.get(ref.name) if self.node_classes.owns(ref) else None
+        node_class = self.node_classes.of_nodeclaim(nodeclaim)
         if node_class is None:
             return ""
         return drift_reason(

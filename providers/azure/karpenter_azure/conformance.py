@@ -157,59 +157,10 @@ class AzureProfile:
         network: Any = fake.network_client()
         compute: Any = fake.compute_client()
         nic = network.network_interfaces.begin_create_or_update(
-            group,
-            name,
-            {
-                "location": seed.LOCATION,
-                "tags": owned,
-                "properties": {
-                    "ipConfigurations": [
-                        {
-                            "name": name,
-                            "properties": {
-                                "primary": True,
-                                "subnet": {"id": fake.subnet_id()},
-                            },
-                        }
-                    ]
-                },
-            },
+            group, name, _nic_body(name, owned, fake.subnet_id())
         ).result()
         compute.virtual_machines.begin_create_or_update(
-            group,
-            name,
-            {
-                "location": seed.LOCATION,
-                "zones": ["1"],
-                "tags": owned,
-                "properties": {
-                    "hardwareProfile": {"vmSize": UNMANAGED_SIZE},
-                    "storageProfile": {
-                        "imageReference": {"communityGalleryImageId": _IMAGE},
-                        "osDisk": {"createOption": "FromImage", "deleteOption": "Delete"},
-                    },
-                    "osProfile": {
-                        "computerName": name,
-                        "adminUsername": "azureuser",
-                        "linuxConfiguration": {
-                            "disablePasswordAuthentication": True,
-                            "ssh": {
-                                "publicKeys": [
-                                    {
-                                        "path": "/home/azureuser/.ssh/authorized_keys",
-                                        "keyData": SSH_KEY,
-                                    }
-                                ]
-                            },
-                        },
-                    },
-                    "networkProfile": {
-                        "networkInterfaces": [
-                            {"id": nic.id, "properties": {"deleteOption": "Delete"}}
-                        ]
-                    },
-                },
-            },
+            group, name, _vm_body(name, owned, nic.id)
         ).result()
         return provider_id(fake.subscription_id, group, name)
 
@@ -271,3 +222,44 @@ class AzureProfile:
             HASH_VERSION_ANNOTATION: HASH_VERSION,
         }
         return manifest
+
+
+def _nic_body(name: str, tags: Mapping[str, str], subnet_id: str) -> dict[str, Any]:
+    """The ARM body of an unmanaged VM's NIC in ``subnet_id``."""
+    return {
+        "location": seed.LOCATION,
+        "tags": dict(tags),
+        "properties": {
+            "ipConfigurations": [
+                {"name": name, "properties": {"primary": True, "subnet": {"id": subnet_id}}}
+            ]
+        },
+    }
+
+
+def _vm_body(name: str, tags: Mapping[str, str], nic_id: str) -> dict[str, Any]:
+    """The ARM body of an unmanaged VM in zone 1 on the NIC ``nic_id``."""
+    ssh_key = {"path": "/home/azureuser/.ssh/authorized_keys", "keyData": SSH_KEY}
+    return {
+        "location": seed.LOCATION,
+        "zones": ["1"],
+        "tags": dict(tags),
+        "properties": {
+            "hardwareProfile": {"vmSize": UNMANAGED_SIZE},
+            "storageProfile": {
+                "imageReference": {"communityGalleryImageId": _IMAGE},
+                "osDisk": {"createOption": "FromImage", "deleteOption": "Delete"},
+            },
+            "osProfile": {
+                "computerName": name,
+                "adminUsername": "azureuser",
+                "linuxConfiguration": {
+                    "disablePasswordAuthentication": True,
+                    "ssh": {"publicKeys": [ssh_key]},
+                },
+            },
+            "networkProfile": {
+                "networkInterfaces": [{"id": nic_id, "properties": {"deleteOption": "Delete"}}]
+            },
+        },
+    }

@@ -129,6 +129,15 @@ def test_of_nodepool_and_readiness() -> None:
     assert not blind.ready and "no view of ExampleNodeClass" in blind.reason
 
 
+def test_of_nodeclaim_reads_only_this_kind() -> None:
+    bound = binding(node_class("default"))
+    assert bound.of_nodeclaim(nodeclaim()) is not None
+    assert bound.of_nodeclaim(nodeclaim(node_class="missing")) is None
+    foreign = nodeclaim()
+    foreign.spec.node_class_ref.kind = "OtherNodeClass"
+    assert bound.of_nodeclaim(foreign) is None
+
+
 def test_launchable_raises_what_upstream_raises() -> None:
     bound = binding(node_class("default"), node_class("broken", ready=False))
     assert bound.launchable(nodeclaim()).metadata.name == "default"
