@@ -1,11 +1,21 @@
 """What a provider writes on a node's kubelet command line: flags of the values a NodeClass's
-kubelet settings set, and taints as ``--register-with-taints`` lists them."""
+kubelet settings set, and taints as ``--register-with-taints`` lists them; and the CEL rule of
+kubelet settings with image garbage collection thresholds."""
 
 from __future__ import annotations
 
+from karpenter_core.apis.crdgen import cel
 from karpenter_core.apis.v1.common import Taint
 
-__all__ = ["kubelet_flags", "taint_text"]
+__all__ = ["IMAGE_GC_THRESHOLDS_RULE", "kubelet_flags", "taint_text"]
+
+IMAGE_GC_THRESHOLDS_RULE = cel(
+    "has(self.imageGCHighThresholdPercent) && has(self.imageGCLowThresholdPercent)"
+    " ? self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent : true",
+    "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",
+)
+"""The CEL rule of a kubelet settings model with ``imageGCHighThresholdPercent`` and
+``imageGCLowThresholdPercent``: the high one above the low one when both are set."""
 
 
 def kubelet_flags(*flags: tuple[str, object]) -> list[str]:

@@ -42,6 +42,7 @@ from karpenter_core.apis.v1.common import (
 from karpenter_core.apis.v1.hashing import spec_hash
 from karpenter_core.sdk.crds import KubeSchema, PrinterColumn, cel
 from karpenter_core.sdk.fields import checked
+from karpenter_core.sdk.kubelet import IMAGE_GC_THRESHOLDS_RULE
 from karpenter_core.sdk.nodeclass import ReadyByConditions, validation_problems
 from karpenter_core.sdk.record import NodeClassInfo
 
@@ -584,11 +585,7 @@ class KubeletConfiguration(KubeModel):
     model_config = ConfigDict(
         json_schema_extra=KubeSchema(
             rules=(
-                cel(
-                    "has(self.imageGCHighThresholdPercent) && has(self.imageGCLowThresholdPercent)"
-                    " ? self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent : true",
-                    "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",
-                ),
+                IMAGE_GC_THRESHOLDS_RULE,
                 cel(
                     "has(self.evictionSoft) ? self.evictionSoft.all(e, "
                     "has(self.evictionSoftGracePeriod) && e in self.evictionSoftGracePeriod) "

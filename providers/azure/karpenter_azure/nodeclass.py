@@ -23,6 +23,7 @@ from karpenter_core.apis.v1.common import (
 from karpenter_core.apis.v1.hashing import spec_hash
 from karpenter_core.sdk.crds import KubeSchema, PrinterColumn, cel
 from karpenter_core.sdk.fields import checked
+from karpenter_core.sdk.kubelet import IMAGE_GC_THRESHOLDS_RULE
 from karpenter_core.sdk.nodeclass import ReadyByConditions, validation_problems
 from karpenter_core.sdk.record import NodeClassInfo
 
@@ -139,17 +140,7 @@ class KubeletConfiguration(KubeModel):
     """Kubelet settings of the nodes (a subset of the kubelet's KubeletConfiguration, as AKS's
     custom kubelet configuration offers it). Defaults apply once ``kubelet`` is set."""
 
-    model_config = ConfigDict(
-        json_schema_extra=KubeSchema(
-            rules=(
-                cel(
-                    "has(self.imageGCHighThresholdPercent) && has(self.imageGCLowThresholdPercent)"
-                    " ? self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent : true",
-                    "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",
-                ),
-            )
-        )
-    )
+    model_config = ConfigDict(json_schema_extra=KubeSchema(rules=(IMAGE_GC_THRESHOLDS_RULE,)))
 
     cpu_manager_policy: Literal["none", "static"] = "none"
     """The CPU manager policy: none or static."""
