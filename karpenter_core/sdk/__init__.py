@@ -7,12 +7,17 @@ two providers would otherwise each write: so the core can move its insides witho
 provider, and a provider written today keeps working until ``API_VERSION`` changes.
 
 - ``record``: the registration record, the factory's context, option declarations (and their
-  flags and variables), ``hookimpl``, and the package files a record points at.
+  flags and variables), ``hookimpl``, the package files a record points at, and whether the
+  context is offline (``is_offline``, ``offline_default``).
 - ``types``: the ``CloudProvider`` protocol, instance types and offerings, the errors a provider
   raises, and the requirement algebra.
-- ``nodeclass``: NodeClass readiness, conditions and the wording of a manifest's problems, and
+- ``nodeclass``: NodeClass readiness (``ReadyByConditions``), conditions, Ready's verdict and a
+  resolved status for a status controller, the wording of a manifest's problems, and
   ``NodeClassBinding`` (a kind read through the context's view: lookup, readiness, launchable).
+- ``fields``: validators of NodeClass model fields (``checked``).
 - ``machines``: cloud machines as the NodeClaims ``create``, ``get`` and ``list`` return.
+- ``clients``: a provider's cloud clients by name, handed in or built once on first use.
+- ``kubelet``: kubelet flags of a NodeClass's set values, and taints as the kubelet takes them.
 - ``status``: the NodeClass status controller a provider subclasses.
 - ``crds``: NodeClass CRD generation and rendering, and the writer of a provider's shipped CRD
   files (``python -m karpenter_core.sdk.crds <provider>``).
@@ -24,6 +29,8 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
 - ``settings``: typed parsers of option values and ``OptionReader``, which names the option's
   flag in every error.
 - ``versions``: the record's versions, what each changed and what a provider does to move up.
+- ``profiles``: what a conformance profile builds on (an environment overlay, NodeClass
+  conditions as manifests).
 - ``testing``: for tests and fakes only (no runtime module imports it): a test certificate
   authority, loopback HTTP(S) servers, and NodeClasses on a real apiserver.
 

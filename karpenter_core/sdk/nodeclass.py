@@ -1,12 +1,19 @@
 """NodeClass readiness and conditions, the wording of a NodeClass manifest's problems, and
-``NodeClassBinding``: a provider's NodeClass kind bound to the context's read view."""
+``NodeClassBinding``: a provider's NodeClass kind bound to the context's read view.
+
+A NodeClass model whose status carries its controller's conditions inherits ``not_ready`` and
+``not_ready_reason`` from ``ReadyByConditions``; its status controller judges Ready with
+``ready_verdict`` and returns ``resolved_status``.
+"""
 
 from __future__ import annotations
 
 import builtins
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
+from karpenter_core.apis.v1.common import CONDITION_READY
 from karpenter_core.cloudprovider.nodeclass import (
     NotReady,
     Verdict,
@@ -20,7 +27,9 @@ from karpenter_core.cloudprovider.nodeclass import (
 from karpenter_core.cloudprovider.types import NodeClassReadiness
 
 if TYPE_CHECKING:
-    from karpenter_core.apis.v1.common import NodeClassReference, ObjectMeta
+    from pydantic import BaseModel
+
+    from karpenter_core.apis.v1.common import Condition, NodeClassReference, ObjectMeta
     from karpenter_core.apis.v1.nodeclaim import NodeClaim
     from karpenter_core.apis.v1.nodepool import NodePool
     from karpenter_core.cloudprovider.plugin import NodeClassInfo, ProviderContext
@@ -29,13 +38,77 @@ __all__ = [
     "BoundNodeClass",
     "NodeClassBinding",
     "NotReady",
+    "ReadyByConditions",
     "Verdict",
     "launchable_node_class",
     "node_class_ref_readiness",
     "not_ready",
+    "ready_verdict",
+    "resolved_status",
     "stamp_conditions",
     "validation_problems",
 ]
+
+
+class _Conditioned(Protocol):
+    @property
+    def conditions(self) -> Sequence[Condition]: ...
+
+
+class _WithConditions(Protocol):
+    """What ``ReadyByConditions`` needs of the model it is mixed into."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def metadata(self) -> ObjectMeta: ...
+
+    @property
+    def status(self) -> _Conditioned: ...
+
+    def not_ready(self) -> NotReady | None: ...
+
+
+class ReadyByConditions:
+    """Mixed into a NodeClass model (``kind``, ``metadata``, ``status.conditions``): it is ready
+    when its Ready condition is True for the current spec."""
+
+    __slots__ = ()
+
+    def not_ready(self: _WithConditions) -> NotReady | None:
+        """None when the Ready condition is True for the current spec (its observedGeneration,
+        when set, is ``metadata.generation``); else why not."""
+        return not_ready(self.kind, self.status.conditions, self.metadata.generation)
+
+    def not_ready_reason(self: _WithConditions) -> str | None:
+        """None when the NodeClass is ready (see ``not_ready``); else why not."""
+        problem = self.not_ready()
+        return None if problem is None else problem.reason
+
+
+def ready_verdict(verdicts: Mapping[str, Verdict], dependents: Iterable[str]) -> Verdict:
+    """Ready's verdict: True when every one of ``dependents`` is True in ``verdicts``; else
+    False (UnhealthyDependents), naming each that is not with its status and message."""
+    unhealthy = [name for name in dependents if verdicts[name].status != "True"]
+    if not unhealthy:
+        return Verdict.true(CONDITION_READY)
+    return Verdict(
+        "False",
+        "UnhealthyDependents",
+        "; ".join(
+            f"{name}={verdicts[name].status}: {verdicts[name].message}" for name in unhealthy
+        ),
+    )
+
+
+def resolved_status(
+    status: BaseModel, verdicts: Mapping[str, Verdict]
+) -> tuple[dict[str, Any], bool]:
+    """What a status controller's ``resolve`` returns: ``status`` as its manifest (camelCase,
+    no None) and whether a verdict came from a failed cloud call."""
+    manifest = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return manifest, any(verdict.cloud_error for verdict in verdicts.values())
 
 
 class BoundNodeClass(Protocol):
@@ -86,6 +159,11 @@ class NodeClassBinding(Generic[N]):
     def of_nodepool(self, nodepool: NodePool) -> N | None:
         """The NodePool's NodeClass; None for another kind or as ``get``."""
         ref = nodepool.spec.template.spec.node_class_ref
+        return self.get(ref.name) if self.owns(ref) else None
+
+    def of_nodeclaim(self, nodeclaim: NodeClaim) -> N | None:
+        """The NodeClaim's NodeClass; None for another kind or as ``get``."""
+        ref = nodeclaim.spec.node_class_ref
         return self.get(ref.name) if self.owns(ref) else None
 
     def readiness(self, nodepool: NodePool, *, live: bool = True) -> NodeClassReadiness:

@@ -1,7 +1,8 @@
 """What a provider registers: its record, the context its factory receives, its options, and the
-files of its package the record points at."""
+files of its package the record points at; whether the factory's context is offline."""
 
 from collections.abc import Callable
+from dataclasses import replace
 from importlib import resources
 from importlib.resources.abc import Traversable
 
@@ -27,6 +28,8 @@ __all__ = [
     "ProviderOption",
     "ProviderRecord",
     "hookimpl",
+    "is_offline",
+    "offline_default",
     "option_env",
     "option_flag",
     "packaged_file",
@@ -43,3 +46,19 @@ def packaged_text(package: str, *parts: str) -> Callable[[], str]:
     """Reads the text file ``parts`` of ``package`` when called (e.g. the record's
     ``default_scenario``: ``packaged_text("karpenter_acme", "scenarios", "default.yaml")``)."""
     return lambda: packaged_file(package, *parts).read_text(encoding="utf-8")
+
+
+def is_offline(context: ProviderContext) -> bool:
+    """Whether the factory builds an offline provider (``karpenter simulate``): no cluster and no
+    cloud clients handed in, so it serves a packaged catalog and launches nothing."""
+    return context.kube_client is None and not context.clients
+
+
+def offline_default(
+    context: ProviderContext, name: str, default: Callable[[], str]
+) -> ProviderContext:
+    """``context`` with option ``name`` set to ``default()`` when it is offline and the option is
+    not given (e.g. a region to price the packaged catalog in); else ``context`` itself."""
+    if not is_offline(context) or context.settings.get(name):
+        return context
+    return replace(context, settings={**context.settings, name: default()})

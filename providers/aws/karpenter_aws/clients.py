@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Mapping
 from typing import Any
 
 from karpenter_aws.pricing import pricing_api_region
 from karpenter_aws.settings import AWSSettings, SettingsError
+from karpenter_core.sdk.clients import CloudClients
 
 __all__ = ["SERVICES", "AWSClients"]
 
@@ -20,14 +20,8 @@ class AWSClients:
     """One boto3 client per service, created on first use; given clients are used as they are."""
 
     def __init__(self, settings: AWSSettings, given: Mapping[str, Any] | None = None) -> None:
-        unknown = set(given or ()) - set(SERVICES)
-        if unknown:
-            raise SettingsError(
-                f"unknown AWS clients {sorted(unknown)}; known: {', '.join(SERVICES)}"
-            )
         self._settings = settings
-        self._clients: dict[str, Any] = dict(given or {})
-        self._lock = threading.Lock()
+        self._clients = CloudClients("AWS", SERVICES, given, self._build)
         self._session: Any = None
         self._region: str | None = None
 
@@ -58,27 +52,27 @@ class AWSClients:
 
     @property
     def ec2(self) -> Any:
-        return self._client("ec2")
+        return self._clients.get("ec2")
 
     @property
     def ssm(self) -> Any:
-        return self._client("ssm")
+        return self._clients.get("ssm")
 
     @property
     def sqs(self) -> Any:
-        return self._client("sqs")
+        return self._clients.get("sqs")
 
     @property
     def iam(self) -> Any:
-        return self._client("iam")
+        return self._clients.get("iam")
 
     @property
     def eks(self) -> Any:
-        return self._client("eks")
+        return self._clients.get("eks")
 
     @property
     def pricing(self) -> Any:
-        return self._client("pricing")
+        return self._clients.get("pricing")
 
     def _boto_session(self) -> Any:
         if self._session is None:
@@ -87,32 +81,26 @@ class AWSClients:
             self._session = boto3.session.Session()
         return self._session
 
-    def _client(self, service: str) -> Any:
-        with self._lock:
-            client = self._clients.get(service)
-            if client is not None:
-                return client
-            region = self.region
-            if not region:
-                raise SettingsError(
-                    "no AWS region: set --region or AWS_REGION (or a region in the AWS config)"
-                )
-            from botocore.config import Config
-            from botocore.exceptions import BotoCoreError
-
-            config = Config(
-                retries={"mode": "standard", "max_attempts": 3},
-                max_pool_connections=32,
-                user_agent_extra="karpenter-python",
+    def _build(self, service: str) -> Any:
+        region = self.region
+        if not region:
+            raise SettingsError(
+                "no AWS region: set --region or AWS_REGION (or a region in the AWS config)"
             )
-            try:
-                client = self._boto_session().client(
-                    service,
-                    region_name=pricing_api_region(region) if service == "pricing" else region,
-                    endpoint_url=self._settings.endpoint_url or None,
-                    config=config,
-                )
-            except (ValueError, BotoCoreError) as error:  # a bad region, endpoint or profile
-                raise SettingsError(f"cannot build the AWS {service} client: {error}") from None
-            self._clients[service] = client
-            return client
+        from botocore.config import Config
+        from botocore.exceptions import BotoCoreError
+
+        config = Config(
+            retries={"mode": "standard", "max_attempts": 3},
+            max_pool_connections=32,
+            user_agent_extra="karpenter-python",
+        )
+        try:
+            return self._boto_session().client(
+                service,
+                region_name=pricing_api_region(region) if service == "pricing" else region,
+                endpoint_url=self._settings.endpoint_url or None,
+                config=config,
+            )
+        except (ValueError, BotoCoreError) as error:  # a bad region, endpoint or profile
+            raise SettingsError(f"cannot build the AWS {service} client: {error}") from None

@@ -26,15 +26,15 @@ from karpenter_aws.cluster import ClusterResolver
 from karpenter_aws.drift import drift_reason
 from karpenter_aws.instances import instance_id_of
 from karpenter_aws.launcher import InstanceLauncher
-from karpenter_aws.nodeclass import GROUP, KIND, EC2NodeClass
+from karpenter_aws.nodeclass import NODE_CLASS, EC2NodeClass
 from karpenter_aws.pricerefresh import PriceRefresher
 from karpenter_aws.pricing import PriceBook
 from karpenter_aws.settings import AWSSettings
 from karpenter_aws.unavailable import UnavailableOfferings
-from karpenter_aws.view import NodeClaimView
+from karpenter_aws.view import created_annotations, machine, nodeclaim_view
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
-from karpenter_core.sdk.nodeclass import launchable_node_class, node_class_ref_readiness
-from karpenter_core.sdk.record import ProviderContext
+from karpenter_core.sdk.nodeclass import NodeClassBinding
+from karpenter_core.sdk.record import ProviderContext, is_offline
 from karpenter_core.sdk.types import (
     CloudProviderError,
     InstanceType,
@@ -72,9 +72,8 @@ class AWSCloudProvider:
         self._context = context
         self._prices = PriceRefresher(catalog.prices, clients, settings.isolated_vpc, context.clock)
         self._cluster = ClusterResolver(settings, clients, context.clock)
-        self._view = NodeClaimView(
-            catalog.instance_types, catalog.zones, self._node_class, context.clock
-        )
+        self.node_classes = NodeClassBinding[EC2NodeClass]("aws", NODE_CLASS, context)
+        self.view = nodeclaim_view(self.node_classes, catalog.instance_types, catalog.zones)
         self._lock = threading.Lock()
         self._launcher_built: InstanceLauncher | None = None
 
@@ -84,7 +83,7 @@ class AWSCloudProvider:
         settings = AWSSettings.from_mapping(context.settings)
         clients = AWSClients(settings, context.clients)
         unavailable = UnavailableOfferings(clock=context.clock)
-        if context.kube_client is None and not context.clients:
+        if is_offline(context):
             catalog = InstanceTypeCatalog.offline(settings, unavailable)
         else:
             prices = PriceBook(clients.region, isolated_vpc=settings.isolated_vpc)
@@ -101,11 +100,11 @@ class AWSCloudProvider:
         defaults when it is not there); live, none when the EC2NodeClass is missing, or the
         whole catalog when the context has no view of EC2NodeClasses (AWS clients only)."""
         if not self.catalog.is_live:
-            return list(self.catalog.instance_types(self._node_class_of(nodepool)))
+            return list(self.catalog.instance_types(self.node_classes.of_nodepool(nodepool)))
         self._prices.refresh_when_due()
-        if self._context.node_classes is None:
+        if not self.node_classes.has_view:
             return list(self.catalog.instance_types(None))
-        node_class = self._node_class_of(nodepool)
+        node_class = self.node_classes.of_nodepool(nodepool)
         if node_class is None:
             return []
         return list(self.catalog.instance_types(node_class))
@@ -125,19 +124,20 @@ class AWSCloudProvider:
         """
         launcher = self._launcher()
         with launcher.expecting():
-            node_class = self._ready_node_class(nodeclaim)
+            node_class = self.node_classes.launchable(nodeclaim)
             instance = launcher.launch(nodeclaim, node_class)
-            return self._view.created(nodeclaim, node_class, instance)
+            annotations = created_annotations(node_class)
+            return self.view.created(nodeclaim, node_class, machine(instance), annotations)
 
     def get(self, provider_id: str) -> NodeClaim:
         """The instance behind ``provider_id`` as a NodeClaim (as read within the instance cache's
         minute); ``NodeClaimNotFound`` once gone."""
         instance = self._launcher().instances.get(instance_id_of(provider_id))
-        return self._view.nodeclaim(instance)
+        return self.view.nodeclaim(machine(instance))
 
     def list(self) -> builtins.list[NodeClaim]:
         """Every live instance of the cluster tagged with a NodePool, as NodeClaims."""
-        return self._view.nodeclaims(self._launcher().instances.list())
+        return self.view.nodeclaims(map(machine, self._launcher().instances.list()))
 
     def delete(self, nodeclaim: NodeClaim) -> None:
         """Start terminating the instance (read afresh); ``NodeClaimNotFound`` once it is gone."""
@@ -182,10 +182,7 @@ class AWSCloudProvider:
         changed), AMIDrift, SecurityGroupDrift or SubnetDrift; "" when it still matches.
         Offline (``karpenter simulate``), only NodeClassDrift, against the EC2NodeClasses of
         the input."""
-        ref = nodeclaim.spec.node_class_ref
-        if (ref.group, ref.kind) != (GROUP, KIND):
-            return ""
-        node_class = self._node_class(ref.name)
+        node_class = self.node_classes.of_nodeclaim(nodeclaim)
         if node_class is None:
             return ""
         return drift_reason(
@@ -213,36 +210,8 @@ class AWSCloudProvider:
 
     def supported_node_classes(self) -> builtins.list[type[BaseModel]]:
         """EC2NodeClass."""
-        return [EC2NodeClass]
+        return self.node_classes.supported()
 
     def node_class_readiness(self, nodepool: NodePool) -> NodeClassReadiness:
         """Whether the NodePool's EC2NodeClass exists and is Ready (always ready offline)."""
-        if not self.catalog.is_live:
-            return NodeClassReadiness(ready=True)
-        return node_class_ref_readiness(
-            "aws", GROUP, KIND, nodepool.spec.template.spec.node_class_ref, self._node_class
-        )
-
-    def _node_class(self, name: str) -> EC2NodeClass | None:
-        """The EC2NodeClass ``name`` from the context's read view; None when it is missing, is
-        being deleted (as upstream, a deleting EC2NodeClass launches nothing) or there is no
-        view."""
-        lookup = self._context.node_classes
-        found = lookup(KIND, name) if lookup is not None and name else None
-        if not isinstance(found, EC2NodeClass) or found.metadata.deletion_timestamp is not None:
-            return None
-        return found
-
-    def _node_class_of(self, nodepool: NodePool) -> EC2NodeClass | None:
-        ref = nodepool.spec.template.spec.node_class_ref
-        if (ref.group, ref.kind) != (GROUP, KIND):
-            return None
-        return self._node_class(ref.name)
-
-    def _ready_node_class(self, nodeclaim: NodeClaim) -> EC2NodeClass:
-        """The NodeClaim's EC2NodeClass; ``NodeClassNotReady`` (or, without a view of
-        EC2NodeClasses, ``CloudProviderError``) when it cannot be launched from."""
-        lookup = self._node_class if self._context.node_classes is not None else None
-        return launchable_node_class(
-            "aws", GROUP, KIND, nodeclaim.metadata.name or "", nodeclaim.spec.node_class_ref, lookup
-        )
+        return self.node_classes.readiness(nodepool, live=self.catalog.is_live)

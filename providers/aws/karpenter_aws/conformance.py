@@ -15,7 +15,6 @@ until ``clear_faults``. Needs ``moto[server]`` (``pip install 'karpenter-aws[con
 from __future__ import annotations
 
 import copy
-import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
@@ -31,6 +30,8 @@ from karpenter_aws.nodeclass import (
     EC2NodeClass,
     nodeclass_hash,
 )
+from karpenter_core.apis.v1.common import CONDITION_READY
+from karpenter_core.sdk.profiles import EnvironOverlay, condition, is_ready, respecified
 
 __all__ = ["AWSProfile"]
 
@@ -83,7 +84,7 @@ class AWSProfile:
     def __init__(self) -> None:
         self._server: Any = None
         self.endpoint_url = ""
-        self._saved_env: dict[str, str | None] = {}
+        self._environ = EnvironOverlay()
         self._status: dict[str, Any] = {}
         self._account: moto_account.AWSEnv | None = None
 
@@ -91,9 +92,7 @@ class AWSProfile:
 
     def start(self) -> None:
         """Start moto's server on a free port and seed the account."""
-        for name, value in ENVIRONMENT.items():
-            self._saved_env[name] = os.environ.get(name)
-            os.environ[name] = value
+        self._environ.set(ENVIRONMENT)
         try:
             self._server, self.endpoint_url = moto_account.start_server()
         except ImportError as error:
@@ -118,11 +117,7 @@ class AWSProfile:
             self._drop_all()
             self._server.stop()
             self._server = None
-        for name, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        self._environ.restore()
 
     def _drop_all(self) -> None:
         self.clear_faults()
@@ -163,14 +158,9 @@ class AWSProfile:
     def drifted(self, node_class: dict[str, Any]) -> dict[str, Any]:
         """``node_class`` selecting the other seeded image family: its instances' AMI and the
         NodeClass's hash both change."""
-        changed = copy.deepcopy(node_class)
+        changed = respecified(node_class)
         changed["spec"]["amiSelectorTerms"] = [{"alias": DRIFTED_AMI_ALIAS}]
-        changed["metadata"]["generation"] = changed["metadata"].get("generation", 1) + 1
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in (changed.get("status") or {}).get("conditions") or ()
-        )
-        return self._with_status(changed, ready)
+        return self._with_status(changed, is_ready(node_class))
 
     def launch_unmanaged(self, tags: Mapping[str, str]) -> str:
         """A running instance in the first seeded subnet, tagged with ``tags`` and as owned by
@@ -273,14 +263,13 @@ class AWSProfile:
             **copy.deepcopy(self._status),
             "amis": [a.model_dump(mode="json", by_alias=True, exclude_none=True) for a in amis],
             "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True" if ready else "False",
-                    "reason": "Ready" if ready else "SubnetsNotFound",
-                    "message": "" if ready else "no subnet matches (conformance)",
-                    "lastTransitionTime": "2026-01-01T00:00:00Z",
-                    "observedGeneration": generation,
-                }
+                condition(
+                    CONDITION_READY,
+                    ready,
+                    "Ready" if ready else "SubnetsNotFound",
+                    "" if ready else "no subnet matches (conformance)",
+                    generation,
+                )
             ],
         }
         manifest["metadata"]["annotations"] = {

@@ -41,7 +41,9 @@ from karpenter_core.apis.v1.common import (
 )
 from karpenter_core.apis.v1.hashing import spec_hash
 from karpenter_core.sdk.crds import KubeSchema, PrinterColumn, cel
-from karpenter_core.sdk.nodeclass import NotReady, not_ready, validation_problems
+from karpenter_core.sdk.fields import checked
+from karpenter_core.sdk.kubelet import IMAGE_GC_THRESHOLDS_RULE
+from karpenter_core.sdk.nodeclass import ReadyByConditions, validation_problems
 from karpenter_core.sdk.record import NodeClassInfo
 
 __all__ = [
@@ -81,7 +83,6 @@ __all__ = [
     "KubeletConfiguration",
     "MetadataOptions",
     "NodeSelectorRequirement",
-    "NotReady",
     "SecurityGroupSelectorTerm",
     "SecurityGroupStatus",
     "SubnetSelectorTerm",
@@ -193,19 +194,6 @@ def _listed(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
 
 
-def _checked(check: Callable[[Any], str | None]) -> AfterValidator:
-    """A validator raising the message ``check`` returns for a bad value."""
-
-    def run(value: Any) -> Any:
-        if value is not None:
-            error = check(value)
-            if error is not None:
-                raise ValueError(error)
-        return value
-
-    return AfterValidator(run)
-
-
 def _matching(pattern: str, what: str) -> Callable[[str], str | None]:
     def check(value: str) -> str | None:
         if re.fullmatch(pattern, value) is None:
@@ -224,7 +212,7 @@ def _selector_tags_error(tags: dict[str, str]) -> str | None:
 SelectorTags = Annotated[
     dict[str, str],
     Field(min_length=1, max_length=20),
-    _checked(_selector_tags_error),
+    checked(_selector_tags_error),
     KubeSchema(
         rules=(
             cel(
@@ -241,7 +229,7 @@ def _resource_id(prefix: str, what: str) -> tuple[AfterValidator, KubeSchema]:
     """The validator and CRD pattern of an EC2 resource id (``<prefix>-<hex>``)."""
     pattern = f"^{prefix}-[0-9a-z]+$"
     return (
-        _checked(_matching(pattern, f"a {what} id ({prefix}-...)")),
+        checked(_matching(pattern, f"a {what} id ({prefix}-...)")),
         KubeSchema(keywords={"pattern": pattern}),
     )
 
@@ -380,7 +368,7 @@ def _alias_error(alias: str) -> str | None:
 Alias = Annotated[
     str,
     Field(max_length=30),
-    _checked(_alias_error),
+    checked(_alias_error),
     KubeSchema(
         rules=(
             cel(
@@ -491,7 +479,7 @@ class BlockDevice(KubeModel):
     volume_size: (
         Annotated[
             str,
-            _checked(
+            checked(
                 _matching(
                     _VOLUME_SIZE_PATTERN,
                     "a volume size: a whole number of Gi, G, Ti or T up to 64T (e.g. '100Gi')",
@@ -571,22 +559,22 @@ def _keys_in(allowed: tuple[str, ...], field: str) -> tuple[AfterValidator, Kube
         return f"{message}, not {bad}" if bad else None
 
     rule = cel(f"self.all(x, x in [{_listed(allowed)}])", message)
-    return _checked(check), KubeSchema(rules=(rule,))
+    return checked(check), KubeSchema(rules=(rule,))
 
 
 _ReservedQuantity = Annotated[
     str,
-    _checked(_matching(_QUANTITY_PATTERN, "a non-negative resource quantity")),
+    checked(_matching(_QUANTITY_PATTERN, "a non-negative resource quantity")),
     KubeSchema(keywords={"pattern": _QUANTITY_PATTERN}),
 ]
 _Threshold = Annotated[
     str,
-    _checked(_matching(_THRESHOLD_PATTERN, "a quantity or a percentage such as '10%'")),
+    checked(_matching(_THRESHOLD_PATTERN, "a quantity or a percentage such as '10%'")),
     KubeSchema(keywords={"pattern": _THRESHOLD_PATTERN}),
 ]
 _GraceValue = Annotated[
     str,
-    _checked(_matching(_GO_DURATION_PATTERN, "a duration such as '1m30s'")),
+    checked(_matching(_GO_DURATION_PATTERN, "a duration such as '1m30s'")),
     KubeSchema(keywords={"pattern": _GO_DURATION_PATTERN}),
 ]
 
@@ -597,11 +585,7 @@ class KubeletConfiguration(KubeModel):
     model_config = ConfigDict(
         json_schema_extra=KubeSchema(
             rules=(
-                cel(
-                    "has(self.imageGCHighThresholdPercent) && has(self.imageGCLowThresholdPercent)"
-                    " ? self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent : true",
-                    "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",
-                ),
+                IMAGE_GC_THRESHOLDS_RULE,
                 cel(
                     "has(self.evictionSoft) ? self.evictionSoft.all(e, "
                     "has(self.evictionSoftGracePeriod) && e in self.evictionSoftGracePeriod) "
@@ -756,7 +740,7 @@ def _non_empty(field: str) -> tuple[AfterValidator, KubeSchema]:
     """The validator and CEL rule refusing an empty string in ``field``."""
     message = f"{field} cannot be empty"
     return (
-        _checked(lambda value: message if value == "" else None),
+        checked(lambda value: message if value == "" else None),
         KubeSchema(rules=(cel("self != ''", message),)),
     )
 
@@ -804,7 +788,7 @@ class EC2NodeClassSpec(KubeModel):
     instanceProfile."""
     instance_profile: Annotated[str, *_non_empty("instanceProfile")] | None = None
     """An existing IAM instance profile for the nodes. Exclusive with role."""
-    tags: Annotated[dict[str, str], _checked(_tags_error), KubeSchema(rules=_TAG_RULES)] = Field(
+    tags: Annotated[dict[str, str], checked(_tags_error), KubeSchema(rules=_TAG_RULES)] = Field(
         default_factory=dict
     )
     """Tags of the instances, volumes and launch templates Karpenter creates."""
@@ -975,7 +959,7 @@ class EC2NodeClassStatus(KubeModel):
     ValidationSucceeded, and Ready once all are True."""
 
 
-class EC2NodeClass(KubeObject):
+class EC2NodeClass(KubeObject, ReadyByConditions):
     """How Karpenter launches EC2 instances, referenced by NodePools in
     spec.template.spec.nodeClassRef."""
 
@@ -996,16 +980,6 @@ class EC2NodeClass(KubeObject):
     def root_volume_size(self) -> int | None:
         """Bytes of the volume holding the kubelet's ephemeral storage, if a mapping sets it."""
         return self.spec.root_volume_size()
-
-    def not_ready(self) -> NotReady | None:
-        """None when the Ready condition is True for the current spec (its observedGeneration,
-        when set, is ``metadata.generation``); else why not."""
-        return not_ready(KIND, self.status.conditions, self.metadata.generation)
-
-    def not_ready_reason(self) -> str | None:
-        """None when the EC2NodeClass is ready (see ``not_ready``); else why not."""
-        problem = self.not_ready()
-        return None if problem is None else problem.reason
 
 
 # Drift hash

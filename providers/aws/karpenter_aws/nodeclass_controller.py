@@ -45,7 +45,7 @@ from karpenter_aws.nodeclass import (
 from karpenter_aws.securitygroups import resolve_security_groups
 from karpenter_aws.subnets import resolve_subnets
 from karpenter_core.apis.v1.common import CONDITION_READY
-from karpenter_core.sdk.nodeclass import Verdict, stamp_conditions
+from karpenter_core.sdk.nodeclass import Verdict, ready_verdict, resolved_status, stamp_conditions
 from karpenter_core.sdk.record import ProviderContext
 from karpenter_core.sdk.status import ERROR_RETRY, NodeClassStatusController
 from karpenter_core.sdk.types import CloudProviderError
@@ -158,16 +158,7 @@ def _judge(outcomes: dict[str, Verdict]) -> None:
         if waiting
         else Verdict.true(CONDITION_VALIDATION_SUCCEEDED)
     )
-    unhealthy = [name for name in CONDITION_TYPES if outcomes[name].status != "True"]
-    outcomes[CONDITION_READY] = (
-        Verdict(
-            "False",
-            "UnhealthyDependents",
-            "; ".join(f"{name}=False: {outcomes[name].message}" for name in unhealthy),
-        )
-        if unhealthy
-        else Verdict.true(CONDITION_READY)
-    )
+    outcomes[CONDITION_READY] = ready_verdict(outcomes, CONDITION_TYPES)
 
 
 def resolve_status(
@@ -206,10 +197,7 @@ def resolve_status(
         instance_profile=parts.instance_profile,
         conditions=conditions,
     )
-    return (
-        status.model_dump(mode="json", by_alias=True, exclude_none=True),
-        any(outcome.cloud_error for outcome in parts.outcomes.values()),
-    )
+    return resolved_status(status, parts.outcomes)
 
 
 def kubernetes_minor_version(version_info: Mapping[str, Any]) -> str:

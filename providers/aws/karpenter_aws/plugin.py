@@ -6,7 +6,6 @@ Kept light: boto3 and the provider modules load only when the factory is called.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from karpenter_aws.nodeclass import NODE_CLASS
@@ -16,6 +15,7 @@ from karpenter_core.sdk.record import (
     ProviderContext,
     ProviderRecord,
     hookimpl,
+    offline_default,
     packaged_file,
     packaged_text,
 )
@@ -31,10 +31,7 @@ __all__ = ["karpenter_register_providers"]
 def _factory(context: ProviderContext) -> CloudProvider:
     from karpenter_aws.cloudprovider import AWSCloudProvider
 
-    if context.kube_client is None and not context.clients and not context.settings.get("region"):
-        context = replace(
-            context, settings={**context.settings, "region": _offline_region(context)}
-        )
+    context = offline_default(context, "region", lambda: _offline_region(context))
     return AWSCloudProvider.from_context(context)
 
 

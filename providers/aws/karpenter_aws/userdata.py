@@ -35,6 +35,7 @@ from karpenter_aws.nodeclass import (
 )
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.common import Taint
+from karpenter_core.sdk.kubelet import kubelet_flags, taint_text
 
 __all__ = [
     "BOUNDARY",
@@ -299,11 +300,6 @@ def _ps_quoted(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _taint_string(taint: Taint) -> str:
-    value = f"={taint.value}" if taint.value else ""
-    return f"{taint.key}{value}:{taint.effect}"
-
-
 def _joined(name: str, values: Mapping[str, Any] | None, separator: str) -> str | None:
     if not values:
         return None
@@ -314,14 +310,13 @@ def _joined(name: str, values: Mapping[str, Any] | None, separator: str) -> str 
 def _kubelet_flags(options: BootstrapOptions) -> list[str]:
     flags = [
         _node_labels_flag(options.labels),
-        '--register-with-taints="' + ",".join(map(_taint_string, options.all_taints())) + '"',
+        '--register-with-taints="' + ",".join(map(taint_text, options.all_taints())) + '"',
     ]
     kubelet = options.kubelet
     if kubelet is not None:
-        if kubelet.max_pods is not None:
-            flags.append(f"--max-pods={kubelet.max_pods}")
-        if kubelet.pods_per_core is not None:
-            flags.append(f"--pods-per-core={kubelet.pods_per_core}")
+        flags += kubelet_flags(
+            ("--max-pods", kubelet.max_pods), ("--pods-per-core", kubelet.pods_per_core)
+        )
         flags += [
             _joined("--system-reserved", kubelet.system_reserved, "="),
             _joined("--kube-reserved", kubelet.kube_reserved, "="),
@@ -329,14 +324,12 @@ def _kubelet_flags(options: BootstrapOptions) -> list[str]:
             _joined("--eviction-soft", kubelet.eviction_soft, "<"),
             _joined("--eviction-soft-grace-period", kubelet.eviction_soft_grace_period, "="),
         ]
-        if kubelet.eviction_max_pod_grace_period is not None:
-            flags.append(f"--eviction-max-pod-grace-period={kubelet.eviction_max_pod_grace_period}")
-        if kubelet.image_gc_high_threshold_percent is not None:
-            flags.append(f"--image-gc-high-threshold={kubelet.image_gc_high_threshold_percent}")
-        if kubelet.image_gc_low_threshold_percent is not None:
-            flags.append(f"--image-gc-low-threshold={kubelet.image_gc_low_threshold_percent}")
-        if kubelet.cpu_cfs_quota is not None:
-            flags.append(f"--cpu-cfs-quota={str(kubelet.cpu_cfs_quota).lower()}")
+        flags += kubelet_flags(
+            ("--eviction-max-pod-grace-period", kubelet.eviction_max_pod_grace_period),
+            ("--image-gc-high-threshold", kubelet.image_gc_high_threshold_percent),
+            ("--image-gc-low-threshold", kubelet.image_gc_low_threshold_percent),
+            ("--cpu-cfs-quota", kubelet.cpu_cfs_quota),
+        )
     return [flag for flag in flags if flag]
 
 

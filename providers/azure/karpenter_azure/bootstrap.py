@@ -19,6 +19,7 @@ import yaml
 from karpenter_azure.nodeclass import KubeletConfiguration
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.common import Taint
+from karpenter_core.sdk.kubelet import kubelet_flags, taint_text
 
 __all__ = ["BootstrapOptions", "custom_data", "node_labels"]
 
@@ -68,31 +69,22 @@ def _kubelet_flags(options: BootstrapOptions) -> list[str]:
     if labels:
         flags.append("--node-labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())))
     if options.taints:
-        flags.append(
-            "--register-with-taints="
-            + ",".join(
-                f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
-                for t in options.taints
-            )
-        )
+        flags.append("--register-with-taints=" + ",".join(map(taint_text, options.taints)))
     kubelet = options.kubelet
     if kubelet is not None:
-        flags += [
-            f"--cpu-manager-policy={kubelet.cpu_manager_policy}",
-            f"--cpu-cfs-quota={str(kubelet.cpu_cfs_quota).lower()}",
-            f"--cpu-cfs-quota-period={kubelet.cpu_cfs_quota_period}",
-            f"--topology-manager-policy={kubelet.topology_manager_policy}",
-            f"--container-log-max-size={kubelet.container_log_max_size}",
-            f"--container-log-max-files={kubelet.container_log_max_files}",
-        ]
-        if kubelet.image_gc_high_threshold_percent is not None:
-            flags.append(f"--image-gc-high-threshold={kubelet.image_gc_high_threshold_percent}")
-        if kubelet.image_gc_low_threshold_percent is not None:
-            flags.append(f"--image-gc-low-threshold={kubelet.image_gc_low_threshold_percent}")
+        flags += kubelet_flags(
+            ("--cpu-manager-policy", kubelet.cpu_manager_policy),
+            ("--cpu-cfs-quota", kubelet.cpu_cfs_quota),
+            ("--cpu-cfs-quota-period", kubelet.cpu_cfs_quota_period),
+            ("--topology-manager-policy", kubelet.topology_manager_policy),
+            ("--container-log-max-size", kubelet.container_log_max_size),
+            ("--container-log-max-files", kubelet.container_log_max_files),
+            ("--image-gc-high-threshold", kubelet.image_gc_high_threshold_percent),
+            ("--image-gc-low-threshold", kubelet.image_gc_low_threshold_percent),
+        )
         if kubelet.allowed_unsafe_sysctls:
             flags.append("--allowed-unsafe-sysctls=" + ",".join(kubelet.allowed_unsafe_sysctls))
-        if kubelet.pod_pids_limit is not None:
-            flags.append(f"--pod-max-pids={kubelet.pod_pids_limit}")
+        flags += kubelet_flags(("--pod-max-pids", kubelet.pod_pids_limit))
     return flags
 
 

@@ -11,11 +11,11 @@ used as it is.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import Any
 
 from karpenter_azure.settings import AzureSettings, SettingsError
+from karpenter_core.sdk.clients import CloudClients
 
 __all__ = ["ARM_SCOPE", "CLIENTS", "AzureClients"]
 
@@ -34,30 +34,23 @@ class AzureClients:
     clients are used as they are."""
 
     def __init__(self, settings: AzureSettings, given: Mapping[str, Any] | None = None) -> None:
-        unknown = set(given or ()) - set(CLIENTS)
-        if unknown:
-            raise SettingsError(
-                f"unknown Azure clients {sorted(unknown)}; known: {', '.join(CLIENTS)}"
-            )
         self._settings = settings
-        self._clients: dict[str, Any] = dict(given or {})
-        self._lock = threading.Lock()
+        self._clients = CloudClients("Azure", CLIENTS, given, self._build)
 
     @property
     def credential(self) -> Any:
         """The token credential every client uses."""
-        with self._lock:
-            return self._credential()
+        return self._clients.get("credential")
 
     @property
     def compute(self) -> Any:
         """``azure.mgmt.compute.ComputeManagementClient``: VMs and resource SKUs."""
-        return self._client("compute")
+        return self._clients.get("compute")
 
     @property
     def network(self) -> Any:
         """``azure.mgmt.network.NetworkManagementClient``: NICs and subnets."""
-        return self._client("network")
+        return self._clients.get("network")
 
     def _connection(self) -> dict[str, Any]:
         """Keyword arguments every pipeline (ARM and token) gets."""
@@ -69,41 +62,30 @@ class AzureClients:
             options["connection_verify"] = self._settings.arm_ca_bundle
         return options
 
-    def _credential(self) -> Any:
-        credential = self._clients.get("credential")
-        if credential is None:
+    def _build(self, name: str) -> Any:
+        """The credential, or the ARM client ``name`` (it takes the credential)."""
+        if name == "credential":
             from azure.identity import DefaultAzureCredential
 
             extra: dict[str, Any] = {}
             if self._settings.arm_endpoint_url:
                 extra["disable_instance_discovery"] = True
-            credential = DefaultAzureCredential(
+            return DefaultAzureCredential(
                 exclude_interactive_browser_credential=True, **self._connection(), **extra
             )
-            self._clients["credential"] = credential
-        return credential
-
-    def _client(self, name: str) -> Any:
-        with self._lock:
-            client = self._clients.get(name)
-            if client is not None:
-                return client
-            subscription = self._settings.subscription_id
-            if not subscription:
-                raise SettingsError(
-                    "no Azure subscription: set --subscription-id (ARM_SUBSCRIPTION_ID)"
-                )
-            if name == "compute":
-                from azure.mgmt.compute import ComputeManagementClient as Client
-            else:
-                from azure.mgmt.network import NetworkManagementClient as Client  # type: ignore[assignment]
-            endpoint = self._settings.arm_endpoint
-            client = Client(
-                self._credential(),
-                subscription,
-                base_url=endpoint,
-                credential_scopes=[ARM_SCOPE],
-                **self._connection(),
+        subscription = self._settings.subscription_id
+        if not subscription:
+            raise SettingsError(
+                "no Azure subscription: set --subscription-id (ARM_SUBSCRIPTION_ID)"
             )
-            self._clients[name] = client
-            return client
+        if name == "compute":
+            from azure.mgmt.compute import ComputeManagementClient as Client
+        else:
+            from azure.mgmt.network import NetworkManagementClient as Client  # type: ignore[assignment]
+        return Client(
+            self.credential,
+            subscription,
+            base_url=self._settings.arm_endpoint,
+            credential_scopes=[ARM_SCOPE],
+            **self._connection(),
+        )

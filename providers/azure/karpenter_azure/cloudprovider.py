@@ -67,7 +67,7 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.sdk.machines import Machine, MachineView
 from karpenter_core.sdk.nodeclass import NodeClassBinding
-from karpenter_core.sdk.record import ProviderContext
+from karpenter_core.sdk.record import ProviderContext, is_offline
 from karpenter_core.sdk.types import (
     CloudProviderError,
     CreateError,
@@ -181,7 +181,7 @@ class AzureCloudProvider:
         settings = AzureSettings.from_mapping(context.settings)
         clients = AzureClients(settings, context.clients)
         unavailable = UnavailableOfferings(clock=context.clock)
-        if context.kube_client is None and not context.clients:
+        if is_offline(context):
             catalog = Catalog.offline(settings, unavailable)
         else:
             catalog = Catalog.live(settings, clients, unavailable, context.clock)
@@ -416,8 +416,7 @@ class AzureCloudProvider:
         """Why the VM no longer matches its AKSNodeClass (NodeClassDrift, K8sVersionDrift,
         KubeletIdentityDrift, ImageDrift), or "". The node's kubelet version and labels are read
         from the cluster when there is one; offline, only NodeClassDrift and ImageDrift."""
-        ref = nodeclaim.spec.node_class_ref
-        node_class = self.node_classes.get(ref.name) if self.node_classes.owns(ref) else None
+        node_class = self.node_classes.of_nodeclaim(nodeclaim)
         if node_class is None:
             return ""
         return drift_reason(

@@ -12,8 +12,6 @@ controller would write against the fake (AKS node images from the fake's communi
 
 from __future__ import annotations
 
-import copy
-import os
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -30,6 +28,8 @@ from karpenter_azure.nodeclass import (
     AKSNodeClass,
     nodeclass_hash,
 )
+from karpenter_core.apis.v1.common import CONDITION_READY
+from karpenter_core.sdk.profiles import EnvironOverlay, condition, is_ready, respecified
 
 __all__ = ["LATENCY", "AzureProfile"]
 
@@ -69,16 +69,14 @@ class AzureProfile:
 
     def __init__(self) -> None:
         self._fake: FakeARM | None = None
-        self._saved_env: dict[str, str | None] = {}
+        self._environ = EnvironOverlay()
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
         """Serve the fake on a free port; its credentials and endpoint go in the environment."""
         self._fake = FakeARM(latency=LATENCY).start()
-        for name, value in self._fake.env().items():
-            self._saved_env[name] = os.environ.get(name)
-            os.environ[name] = value
+        self._environ.set(self._fake.env())
 
     def reset(self) -> None:
         """Drop every VM, NIC, disk and fault."""
@@ -90,12 +88,7 @@ class AzureProfile:
         if self._fake is not None:
             self._fake.stop()
             self._fake = None
-        for name, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        self._saved_env.clear()
+        self._environ.restore()
 
     @property
     def _server(self) -> FakeARM:
@@ -133,14 +126,9 @@ class AzureProfile:
 
     def drifted(self, node_class: dict[str, Any]) -> dict[str, Any]:
         """``node_class`` on another image family: its hash and its images change."""
-        changed = copy.deepcopy(node_class)
+        changed = respecified(node_class)
         changed["spec"]["imageFamily"] = DRIFTED_IMAGE_FAMILY
-        changed["metadata"]["generation"] = changed["metadata"].get("generation", 1) + 1
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in (changed.get("status") or {}).get("conditions") or ()
-        )
-        return self._with_status(changed, ready)
+        return self._with_status(changed, is_ready(node_class))
 
     def insufficient_capacity(self, instance_type: str, zone: str, capacity_type: str) -> None:
         """VM creates of this offering fail on their operation: ``ZonalAllocationFailed`` in a
@@ -169,59 +157,10 @@ class AzureProfile:
         network: Any = fake.network_client()
         compute: Any = fake.compute_client()
         nic = network.network_interfaces.begin_create_or_update(
-            group,
-            name,
-            {
-                "location": seed.LOCATION,
-                "tags": owned,
-                "properties": {
-                    "ipConfigurations": [
-                        {
-                            "name": name,
-                            "properties": {
-                                "primary": True,
-                                "subnet": {"id": fake.subnet_id()},
-                            },
-                        }
-                    ]
-                },
-            },
+            group, name, _nic_body(name, owned, fake.subnet_id())
         ).result()
         compute.virtual_machines.begin_create_or_update(
-            group,
-            name,
-            {
-                "location": seed.LOCATION,
-                "zones": ["1"],
-                "tags": owned,
-                "properties": {
-                    "hardwareProfile": {"vmSize": UNMANAGED_SIZE},
-                    "storageProfile": {
-                        "imageReference": {"communityGalleryImageId": _IMAGE},
-                        "osDisk": {"createOption": "FromImage", "deleteOption": "Delete"},
-                    },
-                    "osProfile": {
-                        "computerName": name,
-                        "adminUsername": "azureuser",
-                        "linuxConfiguration": {
-                            "disablePasswordAuthentication": True,
-                            "ssh": {
-                                "publicKeys": [
-                                    {
-                                        "path": "/home/azureuser/.ssh/authorized_keys",
-                                        "keyData": SSH_KEY,
-                                    }
-                                ]
-                            },
-                        },
-                    },
-                    "networkProfile": {
-                        "networkInterfaces": [
-                            {"id": nic.id, "properties": {"deleteOption": "Delete"}}
-                        ]
-                    },
-                },
-            },
+            group, name, _vm_body(name, owned, nic.id)
         ).result()
         return provider_id(fake.subscription_id, group, name)
 
@@ -255,25 +194,23 @@ class AzureProfile:
         generation = manifest["metadata"].get("generation", 1)
         failing = "" if ready else CONDITION_SUBNETS_READY
         conditions = [
-            {
-                "type": condition,
-                "status": "False" if condition == failing else "True",
-                "reason": "SubnetNotFound" if condition == failing else condition,
-                "message": "the subnet is not found (conformance)" if condition == failing else "",
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-                "observedGeneration": generation,
-            }
-            for condition in CONDITION_TYPES
+            condition(
+                kind,
+                kind != failing,
+                "SubnetNotFound" if kind == failing else kind,
+                "the subnet is not found (conformance)" if kind == failing else "",
+                generation,
+            )
+            for kind in CONDITION_TYPES
         ]
         conditions.append(
-            {
-                "type": "Ready",
-                "status": "True" if ready else "False",
-                "reason": "Ready" if ready else "SubnetsReadyFalse",
-                "message": "" if ready else "the subnet is not ready (conformance)",
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-                "observedGeneration": generation,
-            }
+            condition(
+                CONDITION_READY,
+                ready,
+                "Ready" if ready else "SubnetsReadyFalse",
+                "" if ready else "the subnet is not ready (conformance)",
+                generation,
+            )
         )
         manifest["status"] = {
             "images": [i.model_dump(mode="json", by_alias=True, exclude_none=True) for i in images],
@@ -285,3 +222,44 @@ class AzureProfile:
             HASH_VERSION_ANNOTATION: HASH_VERSION,
         }
         return manifest
+
+
+def _nic_body(name: str, tags: Mapping[str, str], subnet_id: str) -> dict[str, Any]:
+    """The ARM body of an unmanaged VM's NIC in ``subnet_id``."""
+    return {
+        "location": seed.LOCATION,
+        "tags": dict(tags),
+        "properties": {
+            "ipConfigurations": [
+                {"name": name, "properties": {"primary": True, "subnet": {"id": subnet_id}}}
+            ]
+        },
+    }
+
+
+def _vm_body(name: str, tags: Mapping[str, str], nic_id: str) -> dict[str, Any]:
+    """The ARM body of an unmanaged VM in zone 1 on the NIC ``nic_id``."""
+    ssh_key = {"path": "/home/azureuser/.ssh/authorized_keys", "keyData": SSH_KEY}
+    return {
+        "location": seed.LOCATION,
+        "zones": ["1"],
+        "tags": dict(tags),
+        "properties": {
+            "hardwareProfile": {"vmSize": UNMANAGED_SIZE},
+            "storageProfile": {
+                "imageReference": {"communityGalleryImageId": _IMAGE},
+                "osDisk": {"createOption": "FromImage", "deleteOption": "Delete"},
+            },
+            "osProfile": {
+                "computerName": name,
+                "adminUsername": "azureuser",
+                "linuxConfiguration": {
+                    "disablePasswordAuthentication": True,
+                    "ssh": {"publicKeys": [ssh_key]},
+                },
+            },
+            "networkProfile": {
+                "networkInterfaces": [{"id": nic_id, "properties": {"deleteOption": "Delete"}}]
+            },
+        },
+    }

@@ -9,8 +9,7 @@ CRD as OpenAPI keywords or CEL, so the apiserver accepts the objects these model
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
@@ -23,7 +22,9 @@ from karpenter_core.apis.v1.common import (
 )
 from karpenter_core.apis.v1.hashing import spec_hash
 from karpenter_core.sdk.crds import KubeSchema, PrinterColumn, cel
-from karpenter_core.sdk.nodeclass import NotReady, not_ready, validation_problems
+from karpenter_core.sdk.fields import checked
+from karpenter_core.sdk.kubelet import IMAGE_GC_THRESHOLDS_RULE
+from karpenter_core.sdk.nodeclass import ReadyByConditions, validation_problems
 from karpenter_core.sdk.record import NodeClassInfo
 
 __all__ = [
@@ -55,7 +56,6 @@ __all__ = [
     "KubeletConfiguration",
     "NodeImage",
     "NodeSelectorRequirement",
-    "NotReady",
     "Security",
     "nodeclass_hash",
     "validation_problems",
@@ -120,19 +120,6 @@ _TAG_VALUE_MAX = 256
 _TAG_KEY_FORBIDDEN = "<>%&?"
 
 
-def _checked(check: Callable[[Any], str | None]) -> AfterValidator:
-    """A validator raising the message ``check`` returns for a bad value."""
-
-    def run(value: Any) -> Any:
-        if value is not None:
-            error = check(value)
-            if error is not None:
-                raise ValueError(error)
-        return value
-
-    return AfterValidator(run)
-
-
 def _matching(pattern: str, what: str) -> tuple[AfterValidator, KubeSchema]:
     """The validator and CRD pattern of a string that must match ``pattern``."""
 
@@ -143,7 +130,7 @@ def _matching(pattern: str, what: str) -> tuple[AfterValidator, KubeSchema]:
             return f"{value!r} is not {what}"
         return None
 
-    return _checked(check), KubeSchema(keywords={"pattern": pattern})
+    return checked(check), KubeSchema(keywords={"pattern": pattern})
 
 
 # Kubelet, security
@@ -153,17 +140,7 @@ class KubeletConfiguration(KubeModel):
     """Kubelet settings of the nodes (a subset of the kubelet's KubeletConfiguration, as AKS's
     custom kubelet configuration offers it). Defaults apply once ``kubelet`` is set."""
 
-    model_config = ConfigDict(
-        json_schema_extra=KubeSchema(
-            rules=(
-                cel(
-                    "has(self.imageGCHighThresholdPercent) && has(self.imageGCLowThresholdPercent)"
-                    " ? self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent : true",
-                    "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",
-                ),
-            )
-        )
-    )
+    model_config = ConfigDict(json_schema_extra=KubeSchema(rules=(IMAGE_GC_THRESHOLDS_RULE,)))
 
     cpu_manager_policy: Literal["none", "static"] = "none"
     """The CPU manager policy: none or static."""
@@ -285,7 +262,7 @@ class AKSNodeClassSpec(KubeModel):
     fips_mode: Literal["FIPS", "Disabled"] | None = Field(default=None, alias="fipsMode")
     """FIPS for the nodes: FIPS (FIPS-enabled node images; not with Ubuntu2204 or Ubuntu2404)
     or Disabled."""
-    tags: Annotated[dict[str, str], _checked(_tags_error), KubeSchema(rules=_TAG_RULES)] = Field(
+    tags: Annotated[dict[str, str], checked(_tags_error), KubeSchema(rules=_TAG_RULES)] = Field(
         default_factory=dict
     )
     """Tags of the VMs and network interfaces Karpenter creates (keys up to 512 characters
@@ -350,7 +327,7 @@ class AKSNodeClassStatus(KubeModel):
     all are True."""
 
 
-class AKSNodeClass(KubeObject):
+class AKSNodeClass(KubeObject, ReadyByConditions):
     """How Karpenter launches Azure VMs, referenced by NodePools in
     spec.template.spec.nodeClassRef."""
 
@@ -359,16 +336,6 @@ class AKSNodeClass(KubeObject):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: AKSNodeClassSpec = Field(default_factory=AKSNodeClassSpec)
     status: AKSNodeClassStatus = Field(default_factory=AKSNodeClassStatus)
-
-    def not_ready(self) -> NotReady | None:
-        """None when the Ready condition is True for the current spec (its observedGeneration,
-        when set, is ``metadata.generation``); else why not."""
-        return not_ready(KIND, self.status.conditions, self.metadata.generation)
-
-    def not_ready_reason(self) -> str | None:
-        """None when the AKSNodeClass is ready (see ``not_ready``); else why not."""
-        problem = self.not_ready()
-        return None if problem is None else problem.reason
 
 
 # Drift hash

@@ -51,7 +51,7 @@ from karpenter_azure.nodeclass import (
     nodeclass_hash,
 )
 from karpenter_core.apis.v1.common import CONDITION_READY, Condition
-from karpenter_core.sdk.nodeclass import Verdict, stamp_conditions
+from karpenter_core.sdk.nodeclass import Verdict, ready_verdict, resolved_status, stamp_conditions
 from karpenter_core.sdk.record import ProviderContext
 from karpenter_core.sdk.status import ERROR_RETRY, NodeClassStatusController
 from karpenter_core.sdk.types import CloudProviderError
@@ -257,18 +257,7 @@ def resolve_status(
         earlier.get(CONDITION_SUBNETS_READY),
     )
     outcomes[CONDITION_VALIDATION_SUCCEEDED] = Verdict.true(CONDITION_VALIDATION_SUCCEEDED)
-    unhealthy = [name for name in CONDITION_TYPES if outcomes[name].status != "True"]
-    outcomes[CONDITION_READY] = (
-        Verdict(
-            "False",
-            "UnhealthyDependents",
-            "; ".join(
-                f"{name}={outcomes[name].status}: {outcomes[name].message}" for name in unhealthy
-            ),
-        )
-        if unhealthy
-        else Verdict.true(CONDITION_READY)
-    )
+    outcomes[CONDITION_READY] = ready_verdict(outcomes, CONDITION_TYPES)
 
     conditions = stamp_conditions(
         outcomes,
@@ -279,10 +268,7 @@ def resolve_status(
     status = AKSNodeClassStatus(
         images=resolved, kubernetes_version=kubernetes_version, conditions=conditions
     )
-    return (
-        status.model_dump(mode="json", by_alias=True, exclude_none=True),
-        any(outcome.cloud_error for outcome in outcomes.values()),
-    )
+    return resolved_status(status, outcomes)
 
 
 class NodeClassController(NodeClassStatusController[AKSNodeClass]):

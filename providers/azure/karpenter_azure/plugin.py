@@ -6,7 +6,6 @@ Kept light: the Azure SDK and the provider modules load only when the factory is
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from karpenter_azure.nodeclass import NODE_CLASS
@@ -16,6 +15,7 @@ from karpenter_core.sdk.record import (
     ProviderContext,
     ProviderRecord,
     hookimpl,
+    offline_default,
     packaged_file,
     packaged_text,
 )
@@ -30,13 +30,16 @@ __all__ = ["karpenter_register_providers"]
 def _factory(context: ProviderContext) -> CloudProvider:
     from karpenter_azure.cloudprovider import AzureCloudProvider
 
-    offline = context.kube_client is None and not context.clients
-    if offline and not context.settings.get("region"):
-        context.logger.warning(
-            "no Azure location is configured (--region, LOCATION); using %s", FALLBACK_REGION
-        )
-        context = replace(context, settings={**context.settings, "region": FALLBACK_REGION})
+    context = offline_default(context, "region", lambda: _offline_region(context))
     return AzureCloudProvider.from_context(context)
+
+
+def _offline_region(context: ProviderContext) -> str:
+    """Offline (``karpenter simulate``), no location given: the fallback, with a warning."""
+    context.logger.warning(
+        "no Azure location is configured (--region, LOCATION); using %s", FALLBACK_REGION
+    )
+    return FALLBACK_REGION
 
 
 def _conformance() -> AzureProfile:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.common import CONDITION_READY
+from karpenter_core.sdk.profiles import condition
 from karpenter_kwok.faults import FAULTS_OPTION
 from karpenter_kwok.labels import GROUP, KWOK_NODE, KWOK_NODE_VALUE, PROVIDER_ID_PREFIX
 from karpenter_kwok.nodeclass import KIND, VERSION
@@ -66,7 +67,6 @@ class KWOKProfile:
 
     def node_class(self, ready: bool = True) -> dict[str, Any]:
         """The default KWOKNodeClass, with a Ready condition."""
-        status = "True" if ready else "False"
         return {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": KIND,
@@ -74,13 +74,12 @@ class KWOKProfile:
             "spec": {},
             "status": {
                 "conditions": [
-                    {
-                        "type": CONDITION_READY,
-                        "status": status,
-                        "reason": "Ready" if ready else "Disabled",
-                        "message": "" if ready else "disabled for the conformance suite",
-                        "lastTransitionTime": "2024-01-01T00:00:00Z",
-                    }
+                    condition(
+                        CONDITION_READY,
+                        ready,
+                        "Ready" if ready else "Disabled",
+                        "" if ready else "disabled for the conformance suite",
+                    )
                 ]
             },
         }

@@ -15,7 +15,7 @@ from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.sdk.machines import Machine, MachineView
-from karpenter_core.sdk.nodeclass import NodeClassBinding, NotReady, not_ready
+from karpenter_core.sdk.nodeclass import NodeClassBinding, ReadyByConditions
 from karpenter_core.sdk.record import NodeClassInfo, ProviderContext
 from karpenter_core.sdk.types import (
     CloudProviderError,
@@ -33,18 +33,11 @@ class Status(KubeModel):
     conditions: Conditions = Field(default_factory=list)
 
 
-class ExampleNodeClass(KubeObject):
+class ExampleNodeClass(KubeObject, ReadyByConditions):
     api_version: Literal["karpenter.example.com/v1"] = "karpenter.example.com/v1"
     kind: Literal["ExampleNodeClass"] = "ExampleNodeClass"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     status: Status = Field(default_factory=Status)
-
-    def not_ready(self) -> NotReady | None:
-        return not_ready(KIND, self.status.conditions, self.metadata.generation)
-
-    def not_ready_reason(self) -> str | None:
-        problem = self.not_ready()
-        return None if problem is None else problem.reason
 
 
 INFO = NodeClassInfo(ExampleNodeClass, GROUP, "v1", KIND, "examplenodeclasses")
@@ -134,6 +127,15 @@ def test_of_nodepool_and_readiness() -> None:
     assert bound.readiness(nodepool(kind="OtherNodeClass"), live=False).ready
     blind = binding(view=False).readiness(nodepool())
     assert not blind.ready and "no view of ExampleNodeClass" in blind.reason
+
+
+def test_of_nodeclaim_reads_only_this_kind() -> None:
+    bound = binding(node_class("default"))
+    assert bound.of_nodeclaim(nodeclaim()) is not None
+    assert bound.of_nodeclaim(nodeclaim(node_class="missing")) is None
+    foreign = nodeclaim()
+    foreign.spec.node_class_ref.kind = "OtherNodeClass"
+    assert bound.of_nodeclaim(foreign) is None
 
 
 def test_launchable_raises_what_upstream_raises() -> None:

@@ -18,11 +18,11 @@ from karpenter_aws.nodeclass import (
     AMIStatus,
     EC2NodeClass,
     MetadataOptions,
-    NotReady,
     nodeclass_hash,
     validation_problems,
 )
 from karpenter_core.sdk.crds import crd_file, crd_path, node_class_crd
+from karpenter_core.sdk.nodeclass import NotReady
 
 REGENERATE = "regenerate it with: python -m karpenter_core.sdk.crds aws"
 GiB = 1024**3

@@ -16,9 +16,13 @@ from karpenter_aws.labels import (
     TAG_NODEPOOL,
 )
 from karpenter_aws.nodeclass import HASH_ANNOTATION, EC2NodeClass, nodeclass_hash
-from karpenter_aws.view import NodeClaimView
+from karpenter_aws.nodeclass import NODE_CLASS as INFO_EC2
+from karpenter_aws.view import created_annotations, machine, nodeclaim_view
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
+from karpenter_core.sdk.machines import MachineView
+from karpenter_core.sdk.nodeclass import NodeClassBinding
+from karpenter_core.sdk.record import ProviderContext
 from karpenter_core.sdk.types import InstanceType
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -58,14 +62,14 @@ class Reads:
         assert built is not None
         return [built]
 
-    def node_class(self, name: str) -> EC2NodeClass | None:
+    def node_class(self, kind: str, name: str) -> EC2NodeClass | None:
         self.node_class_reads += 1
-        return NODE_CLASS if name == "default" else None
+        return NODE_CLASS if (kind, name) == ("EC2NodeClass", "default") else None
 
-    def view(self) -> NodeClaimView:
-        return NodeClaimView(
-            self.instance_types, lambda: {"us-east-1b": "use1-az1"}, self.node_class, lambda: NOW
-        )
+    def view(self) -> MachineView[EC2NodeClass]:
+        context = ProviderContext(clock=lambda: NOW, node_classes=self.node_class)
+        binding = NodeClassBinding[EC2NodeClass]("aws", INFO_EC2, context)
+        return nodeclaim_view(binding, self.instance_types, lambda: {"us-east-1b": "use1-az1"})
 
 
 def instance(zone: str = "us-east-1a", state: str = "running", **tags: str) -> Instance:
@@ -89,7 +93,8 @@ def test_a_launched_nodeclaim_gets_labels_annotations_and_status() -> None:
             },
         }
     )
-    created = Reads().view().created(nodeclaim, NODE_CLASS, instance())
+    annotations = created_annotations(NODE_CLASS)
+    created = Reads().view().created(nodeclaim, NODE_CLASS, machine(instance()), annotations)
     labels = created.metadata.labels
     assert labels[wk.INSTANCE_TYPE] == "c5n.large" and labels[wk.NODEPOOL] == "default"
     assert labels[LABEL_TOPOLOGY_ZONE_ID] == "use1-az6" and labels[LABEL_NODECLASS] == "default"
@@ -102,7 +107,11 @@ def test_a_launched_nodeclaim_gets_labels_annotations_and_status() -> None:
 
 def test_an_instance_read_back_as_a_nodeclaim() -> None:
     tags = {TAG_NODECLAIM: "default-abcde", TAG_NODECLASS: "default", TAG_NODEPOOL: "default"}
-    claim = Reads().view().nodeclaim(instance(zone="us-east-1b", state="shutting-down", **tags))
+    claim = (
+        Reads()
+        .view()
+        .nodeclaim(machine(instance(zone="us-east-1b", state="shutting-down", **tags)))
+    )
     assert claim.metadata.name == "default-abcde"
     assert claim.metadata.deletion_timestamp == NOW
     assert claim.metadata.labels[wk.NODEPOOL] == "default"
@@ -113,7 +122,7 @@ def test_an_instance_read_back_as_a_nodeclaim() -> None:
 
 
 def test_an_untagged_instance_of_an_unknown_node_class() -> None:
-    claim = Reads().view().nodeclaim(instance(zone="us-east-1c"))
+    claim = Reads().view().nodeclaim(machine(instance(zone="us-east-1c")))
     assert claim.metadata.name == "i-1"
     assert claim.metadata.deletion_timestamp is None
     assert claim.spec.node_class_ref.name == "unknown"
@@ -124,6 +133,7 @@ def test_an_untagged_instance_of_an_unknown_node_class() -> None:
 def test_a_list_reads_each_node_class_once() -> None:
     reads = Reads()
     tagged = instance(**{TAG_NODECLASS: "default"})
-    claims = reads.view().nodeclaims([tagged, tagged, instance(**{TAG_NODECLASS: "other"})])
+    other = instance(**{TAG_NODECLASS: "other"})
+    claims = reads.view().nodeclaims(map(machine, [tagged, tagged, other]))
     assert len(claims) == 3
     assert reads.node_class_reads == 2
