@@ -96,6 +96,18 @@ def test_a_schedule_that_never_fires_allows_no_disruption() -> None:
     assert schedule_error("0 0 29 2 *") is None  # leap days do come
 
 
+@pytest.mark.parametrize("name", ["\x85", "a\nb", "a\u2028b"])
+def test_an_object_name_with_a_line_break_stays_on_the_error_line(name: str) -> None:
+    """A Pod named ``"\\N"`` (YAML's next-line character) broke the error over two lines."""
+    text = yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}})
+    line = _error_line(_run("simulate", "-f", "-", text=text))
+    escaped = repr(name)[1:-1]
+    assert line == (
+        f"Error: <stdin>: Pod default/{escaped}: spec.containers: a pod needs at least one "
+        "container"
+    )
+
+
 # -- karpenter convert ------------------------------------------------------------------------
 
 _SHARED_PLACEHOLDER = """\
@@ -164,6 +176,24 @@ def test_requirement_values_that_are_not_a_list_are_a_warning(values: Any) -> No
         "warning: NodePool pool: spec.template.spec.requirements[0].values: the output NodePool "
         "does not validate"
     ) in result.stderr
+
+
+def test_a_name_with_a_line_break_cannot_add_fields_to_the_output() -> None:
+    """The comment ``# from Provisioner a`` + line break + ``spec: ...`` wrote the rest of the
+    name into the converted object as YAML."""
+    text = yaml.safe_dump(
+        {
+            "apiVersion": "karpenter.sh/v1alpha5",
+            "kind": "Provisioner",
+            "metadata": {"name": "a\nstatus: injected"},
+            "spec": {"providerRef": {"name": "default"}},
+        }
+    )
+    result = _run("convert", "-f", "-", text=text)
+    assert result.exit_code == 0, result.output
+    (nodepool,) = yaml.safe_load_all(result.stdout)
+    assert "status" not in nodepool
+    assert "# from Provisioner a\\nstatus: injected\n" in result.stdout
 
 
 def test_weights_with_capacity_type_values_not_a_list() -> None:

@@ -15,6 +15,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+import yaml
 from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -81,6 +82,13 @@ def test_simulate_bad_manifests(text: str, provider: str, options: list[str]) ->
 def test_convert_bad_manifests(text: str, output: str) -> None:
     result = _invoke(["convert", "-f", "-", "-o", output], text)
     _one_line_error(result, text)
+    if result.exit_code == 0:  # what kubectl apply reads: the objects written, nothing more
+        written = (
+            json.loads(result.stdout)["items"]
+            if output == "json"
+            else list(yaml.safe_load_all(result.stdout))
+        )
+        assert all(set(obj) <= {"apiVersion", "kind", "metadata", "spec"} for obj in written)
 
 
 def _decoders() -> dict[str, Any]:
