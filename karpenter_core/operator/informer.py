@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
+from karpenter_core.manifests.errors import one_line
 from karpenter_core.manifests.validation import from_validation_error
 from karpenter_core.operator.kube import ApiError, Gone, KubeClient
 from karpenter_core.scheduling.snapshot import DecodeError
@@ -214,9 +215,9 @@ class Informer(Generic[T]):
             # bad data, not a bug: one line naming the object and the field, no traceback
             log.warning(
                 "cannot decode %s %s: %s; left out of the cache",
-                obj.get("kind") or self.path,
-                self.key(obj),
-                _first_problem(error),
+                one_line(str(obj.get("kind") or self.path)),
+                one_line(self.key(obj)),
+                one_line(_first_problem(error)),
                 extra={"path": self.path, "key": self.key(obj)},
             )
             return None

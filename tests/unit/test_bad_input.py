@@ -237,6 +237,21 @@ def test_an_undecodable_nodepool_is_one_warning_line(caplog: pytest.LogCaptureFi
     )
 
 
+def test_an_undecodable_object_named_with_a_line_break_is_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A kind of ``"\\n"`` split the informer's warning over two lines."""
+    from karpenter_core.apis.v1.nodepool import NodePool
+
+    path = "/apis/karpenter.sh/v1/nodepools"
+    informer: Informer[Any] = Informer(None, path, NodePool.from_manifest)  # type: ignore[arg-type]
+    bad = {"apiVersion": "karpenter.sh/v1", "kind": "\n", "metadata": {"name": "a\nb"}}
+    with caplog.at_level(logging.WARNING, logger="karpenter.informer"):
+        assert informer._decode(bad) is None
+    (record,) = caplog.records
+    assert record.getMessage().startswith("cannot decode \\n a\\nb: kind: Input should be")
+
+
 def test_an_object_whose_metadata_is_not_a_mapping_has_a_key() -> None:
     """``object_key`` (the informer's cache key, also in its log lines) raised AttributeError."""
     assert object_key({"metadata": "x"}) == ""
