@@ -15,6 +15,7 @@ import click
 from karpenter_core import rbac as rbac_objects
 from karpenter_core.apis.crdgen import CRDSchemaError, core_crds, node_class_crds
 from karpenter_core.cli.crds import crd_filename, render_crd, render_document
+from karpenter_core.cli.files import write_atomically
 from karpenter_core.cli.rbac import FILE_HEADER as RBAC_HEADER
 from karpenter_core.cli.rbac import rbac_filename
 from karpenter_core.cloudprovider.registry import RegistryError, UnknownProviderError, discover
@@ -89,7 +90,7 @@ def chart(provider: str, charts_dir: Path) -> None:
         for relative, text in sorted(files.items()):
             path = charts_dir / relative
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            write_atomically(path, text)
     except OSError as error:
         where = error.filename or charts_dir
         raise click.ClickException(f"cannot write {where}: {error.strerror or error}") from None

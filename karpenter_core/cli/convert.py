@@ -28,6 +28,7 @@ from karpenter_core.convert import (
     unsatisfiable,
 )
 from karpenter_core.manifests import Document, ManifestError, load_documents
+from karpenter_core.manifests.errors import one_line
 from karpenter_core.manifests.validation import from_validation_error
 
 __all__ = ["convert", "converted_documents", "converters"]
@@ -158,11 +159,11 @@ def _render_yaml(result: Conversion) -> str:
     parts = []
     for converted in result.objects:
         about = _about(converted)
-        comments = [f"# {comment}" for comment in converted.comments]
+        comments = [f"# {one_line(comment)}" for comment in converted.comments]
         # a placeholder's comments come first: they say whom it was written for
-        lines = comments if converted.placeholder else [f"# from {converted.source}"]
+        lines = comments if converted.placeholder else [f"# from {one_line(converted.source)}"]
         for finding in by_source.get(about, ()):
-            lines.append("# " + finding.line().replace(f"{about}: ", "", 1))
+            lines.append("# " + one_line(finding.line().replace(f"{about}: ", "", 1)))
         if not converted.placeholder:
             lines.extend(comments)
         body = yaml.safe_dump(converted.obj, sort_keys=False, default_flow_style=False)
@@ -174,7 +175,9 @@ def _lines(findings: Sequence[Finding], severity: str, unless: Set[str] = frozen
     """The findings of ``severity`` as lines, once each, but those about objects in ``unless``."""
     return list(
         dict.fromkeys(
-            f.line() for f in findings if f.severity == severity and f.object not in unless
+            one_line(f.line())
+            for f in findings
+            if f.severity == severity and f.object not in unless
         )
     )
 

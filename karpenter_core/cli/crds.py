@@ -9,6 +9,7 @@ import click
 import yaml
 
 from karpenter_core.apis.crdgen import CRDSchemaError, core_crds, provider_crds
+from karpenter_core.cli.files import write_atomically
 
 __all__ = ["FILE_HEADER", "crd_filename", "crds", "render_crd", "render_document"]
 
@@ -74,7 +75,7 @@ def crds(output_dir: Path | None, core_only: bool) -> None:
         output_dir.mkdir(parents=True, exist_ok=True)
         for crd in documents:
             path = output_dir / crd_filename(crd)
-            path.write_text(FILE_HEADER + render_crd(crd), encoding="utf-8")
+            write_atomically(path, FILE_HEADER + render_crd(crd))
             click.echo(f"wrote {path}")
     except OSError as error:
         where = error.filename or output_dir

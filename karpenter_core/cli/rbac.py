@@ -9,6 +9,7 @@ import click
 
 from karpenter_core import rbac as rbac_objects
 from karpenter_core.cli.crds import render_document
+from karpenter_core.cli.files import write_atomically
 from karpenter_core.cloudprovider.registry import RegistryError, UnknownProviderError, discover
 
 __all__ = ["FILE_HEADER", "rbac", "rbac_filename"]
@@ -52,7 +53,7 @@ def rbac(provider: str | None, namespace: str, output_dir: Path | None) -> None:
         output_dir.mkdir(parents=True, exist_ok=True)
         for document in documents:
             path = output_dir / rbac_filename(document)
-            path.write_text(FILE_HEADER + render_document(document, sort_keys=False), "utf-8")
+            write_atomically(path, FILE_HEADER + render_document(document, sort_keys=False))
             click.echo(f"wrote {path}")
     except OSError as error:
         where = error.filename or output_dir

@@ -33,11 +33,13 @@ def instance_types_of(provider: CloudProvider, nodepool: NodePool) -> list[Insta
 def validate_instance_types(provider: str, nodepool: str, instance_types: Iterable[object]) -> None:
     """Raise ``InvalidProviderOutput`` at the first instance type the core cannot use.
 
-    Each must be an ``InstanceType`` with a name, every offering's price finite and not negative,
-    and capacity and overhead amounts that are whole non-negative thousandths. A type with no
-    offering is allowed (one not offered in the NodeClass's zones): it is never chosen.
+    Each must be an ``InstanceType`` with a name no other has, every offering's price finite and
+    not negative, and capacity and overhead amounts that are whole non-negative thousandths. A
+    type with no offering is allowed (one not offered in the NodeClass's zones): it is never
+    chosen.
     """
     where = f"provider {provider!r} (NodePool {nodepool!r})"
+    seen: set[str] = set()
     for instance_type in instance_types:
         if not isinstance(instance_type, InstanceType):
             raise InvalidProviderOutput(
@@ -49,6 +51,9 @@ def validate_instance_types(provider: str, nodepool: str, instance_types: Iterab
                 f"{where} returned an instance type with the name {instance_type.name!r}"
             )
         label = f"{where}, instance type {instance_type.name!r}"
+        if instance_type.name in seen:
+            raise InvalidProviderOutput(f"{label}: returned twice (names must be unique)")
+        seen.add(instance_type.name)
         for offering in instance_type.offerings:
             price = offering.price
             if (

@@ -191,7 +191,7 @@ def convert_objects(
         result.objects.extend(converted)
         result.findings.extend(findings)
     for placeholder in placeholders:
-        _write_placeholder(placeholder, variants, result)
+        _write_placeholder(placeholder, variants, pools, result)
     for pool in pools:
         _finish(pool, result)
     by_source = {pool.source: pool for pool in pools}
@@ -322,26 +322,36 @@ def _default_node_classes(
 def _write_placeholder(
     placeholder: _Placeholder,
     variants: Mapping[tuple[int, str], Sequence[NodeClassVariant]],
+    pools: Sequence[_Pool],
     result: Conversion,
 ) -> None:
     """Add a default NodeClass (each of its kubelet variants) to the result, each written for
-    (and placed with) the input objects whose NodePools reference it."""
+    (and placed with) the input objects whose NodePools reference it: those that named no
+    NodeClass first, then any that named this one (the input does not have it)."""
     name, kind = _name(placeholder.obj), placeholder.obj.get("kind")
     converted, findings = placeholder.converter.convert(
         placeholder.obj, variants.get((id(placeholder.converter), name), ())
     )
     for item in converted:
         variant = _name(item.obj)
-        sources = [
-            pool.source
-            for pool in placeholder.pools
-            if _template_spec(pool.obj)["nodeClassRef"]["name"] == variant
+        users = [
+            pool
+            for pool in pools
+            if pool.converter is placeholder.converter
+            and _node_class_ref(pool.obj).get("name") == variant
         ]
-        names = "names" if len(sources) == 1 else "name"
-        item.source = sources[0]
+        unnamed = [pool.source for pool in users if pool.unnamed]
+        named = [pool.source for pool in users if not pool.unnamed]
+        written = []
+        if unnamed:
+            names = "names" if len(unnamed) == 1 else "name"
+            written.append(f"{', '.join(unnamed)}, which {names} no NodeClass")
+        if named:
+            written.append(f"{', '.join(named)}, which reference{'s' * (len(named) == 1)} it")
+        item.source = (unnamed + named)[0]
         item.placeholder = True
         item.comments = [
-            f"written for {', '.join(sources)}, which {names} no NodeClass: fill in "
+            f"written for {' and '.join(written)}: fill in "
             f"{placeholder.fill} before applying (envsubst does, from the environment); if the "
             f"cluster already has {kind} {name}, leave this one out",
             *placeholder.comments,

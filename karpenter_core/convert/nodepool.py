@@ -385,6 +385,7 @@ def _capacity_types(nodepool: Mapping[str, Any]) -> set[str]:
     requirements = spec.get("requirements")
     for requirement in requirements if isinstance(requirements, list) else []:
         requirement = _mapping(requirement)
+        values = requirement.get("values")
         if requirement.get("key") == wk.CAPACITY_TYPE and requirement.get("operator") == "In":
-            return {str(value) for value in requirement.get("values") or ()}
+            return {str(value) for value in values} if isinstance(values, list) else set()
     return {""}

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from karpenter_core.apis.duration import DurationError, parse_duration
 
@@ -15,7 +15,14 @@ if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodepool import NodePool
     from karpenter_core.scheduling.snapshot import NodeInfo
 
-__all__ = ["DRIFTED", "EMPTY", "UNDERUTILIZED", "allowed_by_nodepool", "allowed_disruptions"]
+__all__ = [
+    "DRIFTED",
+    "EMPTY",
+    "UNDERUTILIZED",
+    "allowed_by_nodepool",
+    "allowed_disruptions",
+    "schedule_error",
+]
 
 EMPTY = "Empty"
 DRIFTED = "Drifted"
@@ -32,6 +39,22 @@ _MACROS = {
 }
 
 
+_SOME_TIME = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def schedule_error(schedule: str) -> str | None:
+    """Why a budget's cron ``schedule`` cannot be used (not a cron expression croniter reads,
+    or one that names no date, such as February 30th), else None."""
+    expression = _MACROS.get(schedule, schedule)
+    if not croniter.is_valid(expression):
+        return f"{schedule!r} is not a valid cron schedule"
+    try:
+        croniter(expression, _SOME_TIME).get_next(datetime)
+    except CroniterBadDateError:
+        return f"{schedule!r} never fires: no date matches it"
+    return None
+
+
 def _window(budget: Mapping[str, Any]) -> tuple[str, timedelta] | None:
     """The budget's cron expression and duration; None when it has no schedule.
 
@@ -44,10 +67,10 @@ def _window(budget: Mapping[str, Any]) -> tuple[str, timedelta] | None:
         duration = parse_duration(str(budget.get("duration")))
     except DurationError as err:
         raise ValueError(str(err)) from None
-    expression = _MACROS.get(str(schedule), str(schedule))
-    if not croniter.is_valid(expression):
-        raise ValueError(f"bad cron schedule {schedule!r}")
-    return expression, duration
+    problem = schedule_error(str(schedule))
+    if problem is not None:
+        raise ValueError(problem)
+    return _MACROS.get(str(schedule), str(schedule)), duration
 
 
 def _active(window: tuple[str, timedelta] | None, now: datetime) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ManifestError"]
+__all__ = ["ManifestError", "one_line"]
 
 
 class ManifestError(Exception):
@@ -18,4 +18,13 @@ class ManifestError(Exception):
         self.obj = obj
         self.field = field
         self.message = " ".join(message.split())
-        super().__init__(": ".join(part for part in (source, obj, field, self.message) if part))
+        parts = (one_line(part) for part in (source, obj, field, self.message))
+        super().__init__(": ".join(part for part in parts if part))
+
+
+def one_line(text: str) -> str:
+    """``text`` with each character that is not printable (line breaks among them: ``\\n``,
+    ``\\x85``, ``\\u2028``) written as its escape, so that it stays on one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -17,6 +17,7 @@ from karpenter_core.manifests.errors import ManifestError
 from karpenter_core.manifests.fields import Schema, core_schema, model_schema, unknown_fields
 from karpenter_core.manifests.loader import Document
 from karpenter_core.manifests.validation import (
+    check_budget_schedules,
     check_node,
     check_quantities,
     check_requirements,
@@ -309,6 +310,7 @@ def _check_nodepool(obj: Mapping[str, Any], catalog: Sequence[InstanceType]) -> 
     path = "spec.template.spec.requirements"
     check_requirements(template_spec.get("requirements"), path, catalog, min_values=True)
     check_quantities(spec.get("limits"), "spec.limits")
+    check_budget_schedules(spec.get("disruption"), "spec.disruption")
 
 
 def _kind_of(model: type[BaseModel]) -> str:

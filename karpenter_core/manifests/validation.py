@@ -16,11 +16,13 @@ from pydantic import ValidationError
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import QuantityError, parse_quantity
 from karpenter_core.cloudprovider.types import InstanceType
+from karpenter_core.disruption.budgets import schedule_error
 from karpenter_core.scheduling.requirements import Operator, Requirement, RequirementError
 from karpenter_core.scheduling.snapshot import DecodeError, describe_value
 from karpenter_core.scheduling.taints import EFFECTS
 
 __all__ = [
+    "check_budget_schedules",
     "check_node",
     "check_pod_metadata",
     "check_pod_spec",
@@ -170,6 +172,17 @@ def check_requirements(
                 f"minValues {floor} is larger than the {len(set(values))} value(s) listed for "
                 f"{key!r}; list at least {floor} values or lower minValues",
             )
+
+
+def check_budget_schedules(disruption: Any, path: str) -> None:
+    """Each disruption budget's cron schedule is one croniter reads and that fires (a budget
+    whose schedule cannot be used allows no disruption at all)."""
+    budgets = sequence(mapping(disruption, path).get("budgets"), f"{path}.budgets")
+    for i, budget in enumerate(budgets):
+        schedule = mapping(budget, f"{path}.budgets[{i}]").get("schedule")
+        problem = schedule_error(schedule) if isinstance(schedule, str) else None
+        if problem is not None:
+            raise DecodeError(f"{path}.budgets[{i}].schedule", problem)
 
 
 def is_pattern(value: str) -> bool:

@@ -25,13 +25,17 @@ from karpenter_core.manifests.validation import (
 from karpenter_core.scheduling.cluster import daemonset_pods
 from karpenter_core.scheduling.snapshot import DecodeError, PodInfo
 
-__all__ = ["POD_KINDS", "WORKLOAD_KINDS", "Pods", "collect_pods"]
+__all__ = ["MAX_PODS", "POD_KINDS", "WORKLOAD_KINDS", "Pods", "collect_pods"]
 
 WORKLOAD_KINDS = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "Job"})
 """Kinds expanded into ``<name>-<index>`` pods."""
 
 POD_KINDS = WORKLOAD_KINDS | {"Pod", "DaemonSet"}
 """Every kind ``collect_pods`` reads."""
+
+MAX_PODS = 100_000
+"""The most pods the workloads of one input may make (a simulation of that many takes seconds;
+a typo such as ``replicas: 1000000000`` would otherwise run out of memory)."""
 
 _DONE_PHASES = ("Succeeded", "Failed")
 
@@ -87,7 +91,16 @@ def collect_pods(
                     f"skipped {doc.describe()}: its owner {kind} {ns}/{name} is expanded"
                 )
             else:
-                names = [f"{doc.name}-{index}" for index in range(_replicas(doc))]
+                count = _replicas(doc)
+                if len(out.pending) + count > MAX_PODS:
+                    field = "spec.replicas" if doc.kind != "Job" else "spec.parallelism"
+                    earlier = f" (and {len(out.pending)} before them)" if out.pending else ""
+                    raise DecodeError(
+                        field,
+                        f"{count} pods{earlier} are more than a simulation takes (at most "
+                        f"{MAX_PODS:,} in all)",
+                    )
+                names = [f"{doc.name}-{index}" for index in range(count)]
                 out.pending.extend(_template_pods(doc, names, instance_types, order))
                 if doc.kind == "StatefulSet":
                     out.claims.extend(_claims(doc, names, existing_claims))

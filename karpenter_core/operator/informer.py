@@ -15,7 +15,12 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
+from pydantic import ValidationError
+
+from karpenter_core.manifests.errors import one_line
+from karpenter_core.manifests.validation import from_validation_error
 from karpenter_core.operator.kube import ApiError, Gone, KubeClient
+from karpenter_core.scheduling.snapshot import DecodeError
 
 __all__ = ["ADDED", "DELETED", "MODIFIED", "Handler", "Informer", "object_key"]
 
@@ -29,7 +34,9 @@ log = logging.getLogger("karpenter.informer")
 
 def object_key(obj: Mapping[str, Any]) -> str:
     """``namespace/name`` for namespaced objects, ``name`` for cluster-scoped ones."""
-    meta = obj.get("metadata") or {}
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        meta = {}
     namespace = meta.get("namespace")
     return f"{namespace}/{meta.get('name', '')}" if namespace else str(meta.get("name", ""))
 
@@ -204,6 +211,16 @@ class Informer(Generic[T]):
     def _decode(self, obj: dict[str, Any]) -> T | None:
         try:
             return self.decode(obj)
+        except (ValidationError, DecodeError) as error:
+            # bad data, not a bug: one line naming the object and the field, no traceback
+            log.warning(
+                "cannot decode %s %s: %s; left out of the cache",
+                one_line(str(obj.get("kind") or self.path)),
+                one_line(self.key(obj)),
+                one_line(_first_problem(error)),
+                extra={"path": self.path, "key": self.key(obj)},
+            )
+            return None
         except Exception:
             log.exception("cannot decode object", extra={"path": self.path, "key": self.key(obj)})
             return None
@@ -223,6 +240,13 @@ class Informer(Generic[T]):
                 handler(kind, key, old, new)
             except Exception:
                 log.exception("informer handler failed", extra={"path": self.path, "key": key})
+
+
+def _first_problem(error: ValidationError | DecodeError) -> str:
+    """``field: message`` for the first problem of a decoding error, on one line."""
+    if isinstance(error, ValidationError):
+        error = from_validation_error(error)
+    return " ".join(f"{error.field}: {error.message}".split())
 
 
 def _newer(version: str, cached: str | None) -> bool:

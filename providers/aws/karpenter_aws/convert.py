@@ -136,9 +136,10 @@ class AWSConverter:
         findings = []
         for index, requirement in enumerate(requirements if isinstance(requirements, list) else []):
             requirement = _mapping(requirement)
-            values = requirement.get("values") or []
+            values = requirement.get("values")
             if (
-                requirement.get("key") == wk.CAPACITY_TYPE
+                isinstance(values, list)
+                and requirement.get("key") == wk.CAPACITY_TYPE
                 and requirement.get("operator") == "In"
                 and wk.CAPACITY_TYPE_RESERVED in values
             ):
