@@ -57,7 +57,8 @@ class RefreshedData(Generic[T]):
     is kept (and the read retried after ``retry``); without any, the error reaches the caller.
     ``version`` grows whenever a read returns data that is not ``same`` as before.
 
-    ``current`` reads in the caller; ``refresh_in_background`` reads on a thread of its own
+    ``current`` reads in the caller (``refresh``/``try_refresh`` now, whether stale or not);
+    ``refresh_in_background`` reads on a thread of its own
     while callers go on with ``latest`` (e.g. prices, which start from a packaged table).
     A failure is logged as a warning once while it repeats.
 
@@ -135,6 +136,16 @@ class RefreshedData(Generic[T]):
                 self._refreshed.wait()
             self._refreshing = True
         self._read_and_install()
+
+    def try_refresh(self) -> bool:
+        """Read now, as ``refresh`` does; True when read. A failure is logged (once while it
+        repeats) instead of raised, the data read before kept."""
+        try:
+            self.refresh()
+        except CloudProviderError as error:
+            self._report(error)
+            return False
+        return self.live
 
     def refresh_in_background(self) -> threading.Thread | None:
         """When the data is stale and no read is under way, start one on a daemon thread and

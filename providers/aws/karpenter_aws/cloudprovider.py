@@ -6,7 +6,7 @@ controller's informer cache) and ``create`` launches instances. Without either i
 (``karpenter simulate``): the catalog is the packaged data and nothing can be launched.
 
 The provider is a thin layer over its parts, each in its own module: the instance type catalog
-(``catalog``), the price refresher (``pricerefresh``), the cluster's details (``cluster``), the
+(``catalog``, whose ``PriceBook`` refreshes its prices), the cluster's details (``cluster``), the
 instance launcher (``launcher``: subnets, launch templates, CreateFleet), drift (``drift``) and the
 NodeClaim view of instances (``view``). It finds the EC2NodeClass a call is about and hands it
 down.
@@ -27,7 +27,6 @@ from karpenter_aws.drift import drift_reason
 from karpenter_aws.instances import instance_id_of
 from karpenter_aws.launcher import InstanceLauncher
 from karpenter_aws.nodeclass import NODE_CLASS, EC2NodeClass
-from karpenter_aws.pricerefresh import PriceRefresher
 from karpenter_aws.pricing import PriceBook
 from karpenter_aws.settings import AWSSettings
 from karpenter_aws.unavailable import UnavailableOfferings
@@ -70,7 +69,6 @@ class AWSCloudProvider:
         self.catalog = catalog
         self.unavailable = unavailable
         self._context = context
-        self._prices = PriceRefresher(catalog.prices, clients, settings.isolated_vpc, context.clock)
         self._cluster = ClusterResolver(settings, clients, context.clock)
         self.node_classes = NodeClassBinding[EC2NodeClass]("aws", NODE_CLASS, context)
         self.view = nodeclaim_view(self.node_classes, catalog.instance_types, catalog.zones)
@@ -86,7 +84,9 @@ class AWSCloudProvider:
         if is_offline(context):
             catalog = InstanceTypeCatalog.offline(settings, unavailable)
         else:
-            prices = PriceBook(clients.region, isolated_vpc=settings.isolated_vpc)
+            prices = PriceBook(
+                clients.region, isolated_vpc=settings.isolated_vpc, now=context.clock
+            )
             catalog = InstanceTypeCatalog.live(
                 settings, clients.ec2, prices, unavailable, context.clock
             )
@@ -101,7 +101,9 @@ class AWSCloudProvider:
         whole catalog when the context has no view of EC2NodeClasses (AWS clients only)."""
         if not self.catalog.is_live:
             return list(self.catalog.instance_types(self.node_classes.of_nodepool(nodepool)))
-        self._prices.refresh_when_due()
+        self.catalog.prices.refresh_in_background(
+            lambda: self.clients.pricing, lambda: self.clients.ec2
+        )
         if not self.node_classes.has_view:
             return list(self.catalog.instance_types(None))
         node_class = self.node_classes.of_nodepool(nodepool)
@@ -112,7 +114,7 @@ class AWSCloudProvider:
     def refresh_prices(self) -> None:
         """Read on-demand (unless in an isolated VPC) and spot prices now; failures are logged
         and the previous prices kept."""
-        self._prices.refresh()
+        self.catalog.prices.refresh(self.clients.pricing, self.clients.ec2)
 
     # -- instances ----------------------------------------------------------------------------
 

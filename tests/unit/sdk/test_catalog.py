@@ -186,6 +186,22 @@ def test_a_failed_background_read_keeps_the_data_is_retried_later_and_logged_onc
     assert data.latest == ["a"] and source.reads == 3
 
 
+def test_try_refresh_reads_now_and_logs_a_failure_instead_of_raising(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    source, clock = Source(), Clock()
+    data = refreshed(source, clock, initial=["packaged"])
+    assert data.try_refresh() and data.latest == ["a"] and data.version == 2
+    assert data.try_refresh() and source.reads == 2  # read though not stale
+    source.failing = True
+    assert not data.try_refresh() and not data.try_refresh()
+    assert data.latest == ["a"] and data.version == 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == ["reading things: throttled; keeping the things read before"]
+    assert data.refresh_in_background() is None  # retried after the retry interval only
+    assert not RefreshedData(None, what="things", initial=["packaged"]).try_refresh()
+
+
 def test_latest_never_reads() -> None:
     source, clock = Source(), Clock()
     data = refreshed(source, clock)

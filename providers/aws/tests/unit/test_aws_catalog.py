@@ -218,7 +218,21 @@ def test_marks_make_offerings_unavailable_until_they_expire() -> None:
 def test_price_changes_rebuild_the_offerings() -> None:
     catalog = InstanceTypeCatalog.offline(AWSSettings(region="us-east-1"))
     before = catalog.instance_types(None)
-    catalog.prices.seq += 1
+
+    class SpotHistory:
+        def get_paginator(self, _: str) -> Any:
+            return self
+
+        def paginate(self, **_: Any) -> list[dict[str, Any]]:
+            record = {
+                "InstanceType": "m5.large",
+                "AvailabilityZone": "us-east-1a",
+                "SpotPrice": "0.03",
+                "Timestamp": datetime(2026, 7, 1, tzinfo=UTC),
+            }
+            return [{"SpotPriceHistory": [record]}]
+
+    assert catalog.prices.refresh_spot(SpotHistory())
     after = catalog.instance_types(None)
     assert after is not before
     assert len(after) == len(before)

@@ -400,9 +400,9 @@ def test_prices_are_read_in_the_background_when_due(
         return started
 
     env.clock.now += timedelta(hours=11)
-    assert "aws-prices" not in threads_started_by_get_instance_types()
+    assert "refresh spot prices" not in threads_started_by_get_instance_types()
     env.clock.now += timedelta(hours=1)
-    assert "aws-prices" in threads_started_by_get_instance_types()
+    assert "refresh spot prices" in threads_started_by_get_instance_types()
     wait_for(lambda: reads.count == 2)
 
 

@@ -14,6 +14,7 @@ from botocore.config import Config
 
 from karpenter_aws import moto_account
 from karpenter_aws.pricing import (
+    RETRY_INTERVAL,
     PriceBook,
     on_demand_filters,
     parse_price_list,
@@ -248,3 +249,58 @@ def test_spot_history_failure_keeps_the_estimates(
     assert book.spot_estimated
     assert book.spot("m5.large", "us-east-1a") == book.on_demand("m5.large")
     assert len([r for r in caplog.records if "RequestLimitExceeded" in r.getMessage()]) == 1
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = datetime.datetime(2026, 7, 1, tzinfo=datetime.UTC)
+
+    def __call__(self) -> datetime.datetime:
+        return self.now
+
+
+def _refresh_in_background(book: PriceBook, pricing: Any, ec2: Any) -> list[str]:
+    threads = book.refresh_in_background(lambda: pricing, lambda: ec2)
+    for thread in threads:
+        thread.join(10)
+    return [thread.name for thread in threads]
+
+
+def test_background_refresh_reads_each_kind_when_due_and_retries_a_failure_sooner(
+    aws: moto_account.AWSEnv,
+) -> None:
+    clock = _Clock()
+    pricing_calls: list[dict[str, Any]] = []
+    pages = [[_product("m5.large", "0.1000000000")], [_product("c6g.xlarge", "0.2000000000")]]
+    pricing = _pricing_client(pages, pricing_calls)
+    ec2 = aws.client("ec2")
+    failing = {"spot": True}
+
+    def throttle(**_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        if not failing["spot"]:
+            return None
+        error = {"Code": "RequestLimitExceeded", "Message": "Request limit exceeded."}
+        return AWSResponse(aws.endpoint_url, 503, {}, None), {"Error": error}
+
+    ec2.meta.events.register("before-call.ec2.DescribeSpotPriceHistory", throttle)
+    book = PriceBook("us-east-1", now=clock)
+    started = _refresh_in_background(book, pricing, ec2)
+    assert started == ["refresh on-demand prices", "refresh spot prices"]
+    assert book.on_demand("m5.large") == 0.1 and book.spot_estimated  # failed independently
+    assert _refresh_in_background(book, pricing, ec2) == []  # nothing due
+    failing["spot"] = False
+    clock.now += RETRY_INTERVAL
+    assert _refresh_in_background(book, pricing, ec2) == ["refresh spot prices"]
+    assert not book.spot_estimated
+    clock.now += datetime.timedelta(hours=12)
+    assert len(_refresh_in_background(book, pricing, ec2)) == 2
+
+
+def test_background_refresh_in_an_isolated_vpc_reads_spot_prices_only(
+    aws: moto_account.AWSEnv,
+) -> None:
+    calls: list[dict[str, Any]] = []
+    book = PriceBook("us-east-1", isolated_vpc=True)
+    started = _refresh_in_background(book, _pricing_client([[]], calls), aws.client("ec2"))
+    assert started == ["refresh spot prices"] and calls == []
+    assert not book.spot_estimated
