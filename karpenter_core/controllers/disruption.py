@@ -81,8 +81,8 @@ if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodepool import NodePool
     from karpenter_core.controllers.context import Context
     from karpenter_core.disruption.candidates import Candidate
-    from karpenter_core.operator.state import ClusterNode
     from karpenter_core.scheduling.snapshot import Snapshot
+    from karpenter_core.state.cluster import ClusterNode
 
 __all__ = [
     "DisruptionController",

@@ -22,7 +22,7 @@ from karpenter_core.operator.kube import NotFound
 if TYPE_CHECKING:
     from karpenter_core.cloudprovider.types import RepairPolicy
     from karpenter_core.controllers.context import Context
-    from karpenter_core.operator.state import ClusterNode
+    from karpenter_core.state.cluster import ClusterNode
 
 __all__ = ["MAX_UNHEALTHY_FRACTION", "NodeRepair", "repairs", "unhealthy"]
 

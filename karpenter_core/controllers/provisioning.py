@@ -35,7 +35,6 @@ from karpenter_core.controllers.objects import (
     taint_list,
 )
 from karpenter_core.operator import metrics
-from karpenter_core.operator.state import ClusterPod
 from karpenter_core.scheduling.cluster import (
     NODES,
     add_usage,
@@ -46,6 +45,7 @@ from karpenter_core.scheduling.cluster import (
 )
 from karpenter_core.scheduling.requirements import Requirement
 from karpenter_core.scheduling.scheduler import NewNodeClaim, Results, schedule
+from karpenter_core.state.cluster import ClusterPod
 
 if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodepool import NodePool

@@ -42,7 +42,7 @@ from karpenter_core.scheduling.taints import Taint, untolerated
 if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodeclaim import NodeClaim
     from karpenter_core.controllers.context import Context
-    from karpenter_core.operator.state import ClusterNode, ClusterPod
+    from karpenter_core.state.cluster import ClusterNode, ClusterPod
 
 __all__ = [
     "DISRUPTED_TAINT",

@@ -55,12 +55,12 @@ from karpenter_core.controllers.provisioning import (
 from karpenter_core.controllers.termination import drain_plan, termination_deadline
 from karpenter_core.operator.kube import Conflict
 from karpenter_core.operator.settings import Settings
-from karpenter_core.operator.state import ClusterNode, ClusterPod, ClusterState
 from karpenter_core.scheduling.cluster import limit_usage, with_expected_allocatable
 from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import schedule
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 from karpenter_core.scheduling.taints import Toleration
+from karpenter_core.state.cluster import ClusterNode, ClusterPod, ClusterState
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 GI = 2**30 * 1000

@@ -42,7 +42,7 @@ from karpenter_core.operator.settings import CRASH_AFTER_LAUNCH
 
 if TYPE_CHECKING:
     from karpenter_core.controllers.context import Context
-    from karpenter_core.operator.state import ClusterNode
+    from karpenter_core.state.cluster import ClusterNode
 
 __all__ = ["LifecycleController", "Step", "next_step", "ready_condition"]
 
