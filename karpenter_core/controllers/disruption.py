@@ -55,6 +55,7 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.validation import instance_types_of
 from karpenter_core.controllers.disruption_queue import CommandQueue, InFlight
+from karpenter_core.controllers.nodeclaims import nodeclaim_manifest
 from karpenter_core.controllers.objects import (
     NODECLAIMS,
     name_of,
@@ -62,7 +63,6 @@ from karpenter_core.controllers.objects import (
     nodeclaim_path,
     status_true,
 )
-from karpenter_core.controllers.provisioning import nodeclaim_manifest
 from karpenter_core.controllers.runtime import LoopController
 from karpenter_core.disruption.candidates import candidates
 from karpenter_core.disruption.planner import Command, Options, next_command, still_valid

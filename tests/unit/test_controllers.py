@@ -44,14 +44,10 @@ from karpenter_core.controllers.nodeclaim.podevents import (
     pod_event_update,
 )
 from karpenter_core.controllers.nodeclaim.registration import registered_node
+from karpenter_core.controllers.nodeclaims import nodeclaim_manifest
 from karpenter_core.controllers.nodepool import nodepool_status
 from karpenter_core.controllers.objects import nodeclaim_path, set_condition, status_true
-from karpenter_core.controllers.provisioning import (
-    Batcher,
-    limit_check,
-    nodeclaim_manifest,
-    without_preemptors,
-)
+from karpenter_core.controllers.provisioning import Batcher, limit_check, without_preemptors
 from karpenter_core.controllers.termination import drain_plan, termination_deadline
 from karpenter_core.operator.kube import Conflict
 from karpenter_core.operator.settings import Settings
