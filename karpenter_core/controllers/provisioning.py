@@ -30,6 +30,7 @@ from karpenter_core.cloudprovider.validation import instance_types_of
 from karpenter_core.controllers.nodeclaims import nodeclaim_manifest
 from karpenter_core.controllers.objects import NODECLAIMS, name_of
 from karpenter_core.operator import metrics
+from karpenter_core.operator.events import Reason
 from karpenter_core.scheduling.cluster import (
     NODES,
     add_usage,
@@ -320,7 +321,7 @@ class Provisioner:
                     continue  # the kube-scheduler is placing it on room that is up
                 state.nominate(pod.key, node_name, until)
                 context.events.publish(
-                    pod, "Normal", "Nominated", f"Pod should schedule on: node/{node_name}"
+                    pod, "Normal", Reason.NOMINATED, f"Pod should schedule on: node/{node_name}"
                 )
         pools = {np.metadata.name or "": np for np in nodepools}
         self._create(results, pools, catalog, until)
@@ -328,7 +329,10 @@ class Provisioner:
         for key, reason in results.unschedulable.items():
             if key in pending:
                 context.events.publish(
-                    pending[key], "Warning", "FailedScheduling", f"Failed to schedule pod, {reason}"
+                    pending[key],
+                    "Warning",
+                    Reason.FAILED_SCHEDULING,
+                    f"Failed to schedule pod, {reason}",
                 )
         metrics.UNSCHEDULABLE_PODS.labels(self.name).set(len(results.unschedulable))
         log.info(
@@ -363,7 +367,9 @@ class Provisioner:
             used = usage.setdefault(claim.nodepool, {})
             check = limit_check(nodepool, claim.instance_types, used)
             if check.blocked is not None:
-                context.events.publish(nodepool, "Warning", "NodePoolLimitExceeded", check.blocked)
+                context.events.publish(
+                    nodepool, "Warning", Reason.NODEPOOL_LIMIT_EXCEEDED, check.blocked
+                )
                 for pod in claim.pods:
                     results.unschedulable[pod.key] = check.blocked
                 log.info("not launching for %d pods: %s", len(claim.pods), check.blocked)
@@ -397,7 +403,7 @@ class Provisioner:
             for pod in claim.pods:
                 context.state.nominate(pod.key, name, until)
                 context.events.publish(
-                    pod, "Normal", "Nominated", f"Pod should schedule on: nodeclaim/{name}"
+                    pod, "Normal", Reason.NOMINATED, f"Pod should schedule on: nodeclaim/{name}"
                 )
         if failure is not None:
             raise failure

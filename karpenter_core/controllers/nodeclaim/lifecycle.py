@@ -37,6 +37,7 @@ from karpenter_core.controllers.objects import (
 from karpenter_core.controllers.runtime import KeyedWorkers, LoopController
 from karpenter_core.controllers.writes import patch_status, update_metadata
 from karpenter_core.operator import metrics
+from karpenter_core.operator.events import Reason
 from karpenter_core.operator.kube import Conflict, NotFound
 from karpenter_core.operator.settings import CRASH_AFTER_LAUNCH
 
@@ -243,7 +244,7 @@ class LifecycleController(LoopController):
 
         patch_status(context, path, manifest, mark)
         context.events.publish(
-            manifest, "Normal", "Launched", f"Launched {fields.get('providerID')}"
+            manifest, "Normal", Reason.LAUNCHED, f"Launched {fields.get('providerID')}"
         )
         log.info(
             "launched nodeclaim",
@@ -273,7 +274,9 @@ class LifecycleController(LoopController):
 
         patch_status(context, nodeclaim_path(nodeclaim.metadata.name or ""), manifest, mark)
         metrics.node_created(nodeclaim.metadata.labels)
-        context.events.publish(manifest, "Normal", "Registered", f"Registered node {node.name}")
+        context.events.publish(
+            manifest, "Normal", Reason.REGISTERED, f"Registered node {node.name}"
+        )
         log.info("registered node", extra={"nodeclaim": nodeclaim.metadata.name, "node": node.name})
         return None
 
@@ -320,7 +323,7 @@ class LifecycleController(LoopController):
             return None
         log.info("deleting nodeclaim: %s", reason, extra={"nodeclaim": name})
         context.events.publish(
-            nodeclaim.to_manifest(), "Warning", "Liveness", f"Deleting NodeClaim: {reason}"
+            nodeclaim.to_manifest(), "Warning", Reason.LIVENESS, f"Deleting NodeClaim: {reason}"
         )
         launched = status_true(nodeclaim, CONDITION_LAUNCHED)
         timeout = "registration_timeout" if launched else "launch_timeout"
