@@ -8,8 +8,6 @@ next pass moves on. Ready is True once Launched, Registered and Initialized all 
 from __future__ import annotations
 
 import logging
-import os
-import signal
 from datetime import datetime
 from enum import Enum
 from functools import partial
@@ -37,9 +35,9 @@ from karpenter_core.controllers.objects import (
 from karpenter_core.controllers.runtime import KeyedWorkers, LoopController
 from karpenter_core.controllers.writes import patch_status, update_metadata
 from karpenter_core.operator import metrics
+from karpenter_core.operator.crashpoints import CRASH_AFTER_LAUNCH, crash_point
 from karpenter_core.operator.events import Reason
 from karpenter_core.operator.kube import Conflict, NotFound
-from karpenter_core.operator.settings import CRASH_AFTER_LAUNCH
 
 if TYPE_CHECKING:
     from karpenter_core.controllers.context import Context
@@ -224,9 +222,7 @@ class LifecycleController(LoopController):
 
             patch_status(context, path, manifest, unknown)
             return context.settings.nodeclaim_requeue
-        if context.settings.test_crash_point == CRASH_AFTER_LAUNCH:
-            log.warning("test crash point %s: killing the process", CRASH_AFTER_LAUNCH)
-            os.kill(os.getpid(), signal.SIGKILL)
+        crash_point(CRASH_AFTER_LAUNCH, context.settings.test_crash_point)
         labels, annotations, fields = launched(nodeclaim, created)
         if labels != nodeclaim.metadata.labels or annotations != nodeclaim.metadata.annotations:
 
