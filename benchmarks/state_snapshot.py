@@ -17,7 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, cast
 
-from karpenter_core.operator.state import ClusterState
+from karpenter_core.state.cluster import ClusterState
 
 if TYPE_CHECKING:
     from karpenter_core.operator.kube import KubeClient

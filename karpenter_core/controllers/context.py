@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from karpenter_core.operator.events import EventRecorder
     from karpenter_core.operator.kube import KubeClient
     from karpenter_core.operator.settings import Settings
-    from karpenter_core.operator.state import ClusterState
+    from karpenter_core.state.cluster import ClusterState
 
 __all__ = ["Context"]
 

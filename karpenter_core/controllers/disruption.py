@@ -3,21 +3,21 @@
 Every ``DISRUPTION_POLL_PERIOD`` the controller snapshots the cluster state as provisioning does
 (the NodePools that may launch, ``cluster.not_launchable``; instance types from the provider),
 looks at it as it will be once the commands in flight are done
-(``disruption_queue.as_it_will_be``: their candidates' pods placed first, on their replacements
-or elsewhere; PodDisruptionBudgets less the evictions to come),
-and asks ``karpenter_core.disruption.planner.next_command`` for a command (nodes nominated for
-pending pods, or already being disrupted, are left out), again and again until the planner has
-nothing more within the budgets:
+(``disruption.projection.as_it_will_be``: their candidates' pods placed first, on their
+replacements or elsewhere; PodDisruptionBudgets less the evictions to come), and asks
+``karpenter_core.disruption.planner.next_command`` for a command (nodes nominated for pending
+pods, or already being disrupted, are left out), again and again until the planner has nothing
+more within the budgets:
 
 1. drift and expiration go at once (expiration, as upstream's, launches no replacement: its pods
    go pending and provisioning launches what they need); consolidation commands (empty,
    underutilized) are decided one after another, each on the cluster as the commands decided
-   before it and still waiting will leave it (``disruption_queue.as_started``: their candidates
-   being deleted, their replacements in flight), and each waits ``DISRUPTION_VALIDATION_DELAY``
-   from its own decision. Meanwhile the controller goes on deciding (every
-   ``DISRUPTION_POLL_PERIOD`` at most, and whenever a command is due), so a command that PDBs or
-   budgets held back is decided as soon as a pass finds it possible, and waits one delay from
-   then.
+   before it and still waiting will leave it (``disruption.projection.as_started``: their
+   candidates being deleted, their replacements in flight), and each waits
+   ``DISRUPTION_VALIDATION_DELAY`` from its own decision. Meanwhile the controller goes on
+   deciding (every ``DISRUPTION_POLL_PERIOD`` at most, and whenever a command is due), so a
+   command that PDBs or budgets held back is decided as soon as a pass finds it possible, and
+   waits one delay from then.
    A due command is checked again on the cluster as it is, as upstream validates
    (``planner.still_valid``: the same candidates still candidates within the budgets, their
    pods still needing what the command launches); if it holds it goes ahead;
@@ -54,13 +54,8 @@ from typing import TYPE_CHECKING, Any
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.validation import instance_types_of
-from karpenter_core.controllers.disruption_queue import (
-    CommandQueue,
-    InFlight,
-    as_it_will_be,
-    as_started,
-    waiting_for_replacements,
-)
+from karpenter_core.controllers.disruption_queue import CommandQueue, InFlight
+from karpenter_core.controllers.nodeclaims import nodeclaim_manifest
 from karpenter_core.controllers.objects import (
     NODECLAIMS,
     name_of,
@@ -68,10 +63,10 @@ from karpenter_core.controllers.objects import (
     nodeclaim_path,
     status_true,
 )
-from karpenter_core.controllers.provisioning import nodeclaim_manifest
 from karpenter_core.controllers.runtime import LoopController
 from karpenter_core.disruption.candidates import candidates
 from karpenter_core.disruption.planner import Command, Options, next_command, still_valid
+from karpenter_core.disruption.projection import as_it_will_be, as_started, waiting_for_replacements
 from karpenter_core.operator import metrics
 from karpenter_core.operator.events import Reason
 from karpenter_core.operator.kube import NotFound, retry_on_conflict
@@ -81,8 +76,8 @@ if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodepool import NodePool
     from karpenter_core.controllers.context import Context
     from karpenter_core.disruption.candidates import Candidate
-    from karpenter_core.operator.state import ClusterNode
     from karpenter_core.scheduling.snapshot import Snapshot
+    from karpenter_core.state.cluster import ClusterNode
 
 __all__ = [
     "DisruptionController",

@@ -24,7 +24,7 @@ from karpenter_core.operator.kube import NotFound
 if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodeclaim import NodeClaim
     from karpenter_core.controllers.context import Context
-    from karpenter_core.operator.state import ClusterNode
+    from karpenter_core.state.cluster import ClusterNode
 
 __all__ = ["GarbageCollector", "lost_nodeclaims", "orphans"]
 

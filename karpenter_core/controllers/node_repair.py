@@ -17,12 +17,13 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.controllers.objects import nodeclaim_path
 from karpenter_core.controllers.runtime import LoopController
 from karpenter_core.operator import metrics
+from karpenter_core.operator.events import Reason
 from karpenter_core.operator.kube import NotFound
 
 if TYPE_CHECKING:
     from karpenter_core.cloudprovider.types import RepairPolicy
     from karpenter_core.controllers.context import Context
-    from karpenter_core.operator.state import ClusterNode
+    from karpenter_core.state.cluster import ClusterNode
 
 __all__ = ["MAX_UNHEALTHY_FRACTION", "NodeRepair", "repairs", "unhealthy"]
 
@@ -94,7 +95,10 @@ class NodeRepair(LoopController):
                 "repairing node", extra={"node": node.name, "nodeclaim": name, "condition": matched}
             )
             context.events.publish(
-                node, "Warning", "Disrupted", f"Repairing node: condition {matched} past toleration"
+                node,
+                "Warning",
+                Reason.DISRUPTED,
+                f"Repairing node: condition {matched} past toleration",
             )
             metrics.nodeclaim_disrupted("unhealthy", node.labels)
             metrics.NODECLAIMS_UNHEALTHY_DISRUPTED.labels(

@@ -1,7 +1,7 @@
 """Provisioning: batch pending pods, run the scheduler, create NodeClaims, nominate pods.
 
-The decisions are pure (``nodeclaim_manifest``, ``limit_check``, ``without_preemptors``, and
-those of ``karpenter_core.scheduling.cluster``, which ``simulate`` shares);
+The decisions are pure (``limit_check``, ``without_preemptors``, ``nodeclaims.nodeclaim_manifest``
+and those of ``karpenter_core.scheduling.cluster``, which ``simulate`` shares);
 ``Provisioner.provision`` does the I/O around them: snapshot, create, events, nominations.
 
 Pods the kube-scheduler has not decided on yet are provisioned with those it marked
@@ -25,17 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, to_milli
-from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.validation import instance_types_of
-from karpenter_core.controllers.objects import (
-    NODECLAIMS,
-    name_of,
-    quantities,
-    taint_list,
-)
+from karpenter_core.controllers.nodeclaims import nodeclaim_manifest
+from karpenter_core.controllers.objects import NODECLAIMS, name_of
 from karpenter_core.operator import metrics
-from karpenter_core.operator.state import ClusterPod
+from karpenter_core.operator.events import Reason
 from karpenter_core.scheduling.cluster import (
     NODES,
     add_usage,
@@ -44,8 +39,8 @@ from karpenter_core.scheduling.cluster import (
     rescheduled_pods,
     with_expected_allocatable,
 )
-from karpenter_core.scheduling.requirements import Requirement
 from karpenter_core.scheduling.scheduler import NewNodeClaim, Results, schedule
+from karpenter_core.state.cluster import ClusterPod
 
 if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodepool import NodePool
@@ -58,7 +53,6 @@ __all__ = [
     "LimitCheck",
     "Provisioner",
     "limit_check",
-    "nodeclaim_manifest",
     "without_preemptors",
 ]
 
@@ -141,69 +135,6 @@ class Batcher:
                     return False
                 self._cond.wait(min(left, poll))
         return False
-
-
-def nodeclaim_manifest(
-    claim: NewNodeClaim, nodepool: Mapping[str, Any], instance_types: Sequence[InstanceType]
-) -> dict[str, Any]:
-    """The NodeClaim to create for a scheduled claim, shaped as upstream's.
-
-    ``instance_types`` are the options the launch may choose from (cheapest first); they become
-    the ``node.kubernetes.io/instance-type`` In requirement.
-    """
-    meta = nodepool.get("metadata") or {}
-    template = (nodepool.get("spec") or {}).get("template") or {}
-    template_meta = template.get("metadata") or {}
-    template_spec = template.get("spec") or {}
-    requirements = claim.requirements.copy()
-    requirements.add(Requirement(wk.NODEPOOL, False, frozenset({claim.nodepool})))
-    requirements.add(
-        Requirement(wk.INSTANCE_TYPE, False, frozenset(it.name for it in instance_types))
-    )
-    selector = [
-        r for r in requirements.node_selector() if str(r["key"]) not in wk.RESTRICTED_LABELS
-    ]
-    node_labels = {**template_meta.get("labels", {}), **claim.labels, **requirements.labels()}
-    for key in wk.RESTRICTED_LABELS:
-        node_labels.pop(key, None)
-    node_labels[wk.NODEPOOL] = claim.nodepool
-    spec: dict[str, Any] = {
-        "requirements": selector,
-        "resources": {"requests": quantities(claim.requests)},
-        "nodeClassRef": dict(template_spec.get("nodeClassRef") or claim.node_class_ref),
-        "expireAfter": template_spec.get("expireAfter", "720h"),
-    }
-    if template_spec.get("taints"):
-        spec["taints"] = taint_list(template_spec["taints"])
-    if template_spec.get("startupTaints"):
-        spec["startupTaints"] = taint_list(template_spec["startupTaints"])
-    if template_spec.get("terminationGracePeriod"):
-        spec["terminationGracePeriod"] = template_spec["terminationGracePeriod"]
-    return {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodeClaim",
-        "metadata": {
-            "generateName": f"{claim.nodepool}-",
-            # On at creation: the lifecycle can launch at once, without a write to add it first.
-            "finalizers": [wk.TERMINATION_FINALIZER],
-            "labels": node_labels,
-            "annotations": {
-                **template_meta.get("annotations", {}),
-                wk.NODEPOOL_HASH: nodepool_hash(nodepool),
-                wk.NODEPOOL_HASH_VERSION: HASH_VERSION,
-            },
-            "ownerReferences": [
-                {
-                    "apiVersion": "karpenter.sh/v1",
-                    "kind": "NodePool",
-                    "name": str(meta.get("name")),
-                    "uid": str(meta.get("uid")),
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": spec,
-    }
 
 
 def without_preemptors(
@@ -390,7 +321,7 @@ class Provisioner:
                     continue  # the kube-scheduler is placing it on room that is up
                 state.nominate(pod.key, node_name, until)
                 context.events.publish(
-                    pod, "Normal", "Nominated", f"Pod should schedule on: node/{node_name}"
+                    pod, "Normal", Reason.NOMINATED, f"Pod should schedule on: node/{node_name}"
                 )
         pools = {np.metadata.name or "": np for np in nodepools}
         self._create(results, pools, catalog, until)
@@ -398,7 +329,10 @@ class Provisioner:
         for key, reason in results.unschedulable.items():
             if key in pending:
                 context.events.publish(
-                    pending[key], "Warning", "FailedScheduling", f"Failed to schedule pod, {reason}"
+                    pending[key],
+                    "Warning",
+                    Reason.FAILED_SCHEDULING,
+                    f"Failed to schedule pod, {reason}",
                 )
         metrics.UNSCHEDULABLE_PODS.labels(self.name).set(len(results.unschedulable))
         log.info(
@@ -433,7 +367,9 @@ class Provisioner:
             used = usage.setdefault(claim.nodepool, {})
             check = limit_check(nodepool, claim.instance_types, used)
             if check.blocked is not None:
-                context.events.publish(nodepool, "Warning", "NodePoolLimitExceeded", check.blocked)
+                context.events.publish(
+                    nodepool, "Warning", Reason.NODEPOOL_LIMIT_EXCEEDED, check.blocked
+                )
                 for pod in claim.pods:
                     results.unschedulable[pod.key] = check.blocked
                 log.info("not launching for %d pods: %s", len(claim.pods), check.blocked)
@@ -467,7 +403,7 @@ class Provisioner:
             for pod in claim.pods:
                 context.state.nominate(pod.key, name, until)
                 context.events.publish(
-                    pod, "Normal", "Nominated", f"Pod should schedule on: nodeclaim/{name}"
+                    pod, "Normal", Reason.NOMINATED, f"Pod should schedule on: nodeclaim/{name}"
                 )
         if failure is not None:
             raise failure

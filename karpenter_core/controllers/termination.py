@@ -30,6 +30,7 @@ from karpenter_core.controllers.objects import node_path, nodeclaim_path, pod_pa
 from karpenter_core.controllers.runtime import KeyedWorkers, LoopController
 from karpenter_core.controllers.writes import remove_finalizer
 from karpenter_core.operator import metrics
+from karpenter_core.operator.events import Reason
 from karpenter_core.operator.kube import (
     ApiError,
     Conflict,
@@ -42,7 +43,7 @@ from karpenter_core.scheduling.taints import Taint, untolerated
 if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodeclaim import NodeClaim
     from karpenter_core.controllers.context import Context
-    from karpenter_core.operator.state import ClusterNode, ClusterPod
+    from karpenter_core.state.cluster import ClusterNode, ClusterPod
 
 __all__ = [
     "DISRUPTED_TAINT",
@@ -290,7 +291,7 @@ class TerminationController(LoopController):
             metrics.PODS_EVICTION_REQUESTS.labels("200").inc()
             metrics.PODS_DRAINED.labels(reason).inc()
             context.events.publish(
-                pod, "Normal", "Evicted", f"Evicted pod: draining node {node.name}"
+                pod, "Normal", Reason.EVICTED, f"Evicted pod: draining node {node.name}"
             )
         for pod, grace in plan.delete:
             try:
@@ -298,7 +299,7 @@ class TerminationController(LoopController):
                 context.events.publish(
                     pod,
                     "Normal",
-                    "Evicted",
+                    Reason.EVICTED,
                     f"Deleted pod: node {node.name} reached its terminationGracePeriod",
                 )
             except NotFound:
@@ -307,7 +308,7 @@ class TerminationController(LoopController):
             context.events.publish(
                 node,
                 "Warning",
-                "FailedDraining",
+                Reason.FAILED_DRAINING,
                 f"Failed to drain node, {len(blocked)} pods are waiting to be evicted: "
                 + "; ".join(blocked[:3]),
             )

@@ -1,3 +1,3 @@
-"""The operator infrastructure: settings, the Kubernetes client, informers, the shared cluster
-state, leader election, metrics, events, probes and logs, and the ``Operator`` that runs the
-controllers."""
+"""The operator infrastructure: settings, the Kubernetes client, leader election, metrics,
+events, probes and logs, and the ``Operator`` that runs the controllers (the informers and the
+shared cluster state are ``karpenter_core.state``)."""

@@ -25,7 +25,9 @@ log = logging.getLogger("karpenter.events")
 
 
 class Reason:
-    """Event reasons upstream Karpenter publishes."""
+    """The reasons of the events the core publishes, upstream Karpenter's strings (users read
+    and filter them with kubectl: they never change). Every event the core publishes takes its
+    reason from here; a provider's own events carry the provider's reasons."""
 
     NOMINATED = "Nominated"
     FAILED_SCHEDULING = "FailedScheduling"
@@ -37,6 +39,8 @@ class Reason:
     EVICTED = "Evicted"
     FAILED_DRAINING = "FailedDraining"
     DISRUPTED = "Disrupted"
+    LIVENESS = "Liveness"
+    NODEPOOL_LIMIT_EXCEEDED = "NodePoolLimitExceeded"
     DISRUPTION_BLOCKED = "DisruptionBlocked"
     DISRUPTION_LAUNCHING = "DisruptionLaunching"
     DISRUPTION_TERMINATING = "DisruptionTerminating"

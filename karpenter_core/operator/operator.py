@@ -25,7 +25,7 @@ from karpenter_core.operator.health import Probes
 from karpenter_core.operator.kube import KubeClient
 from karpenter_core.operator.leader import LeaderElector, exit_process
 from karpenter_core.operator.settings import Settings
-from karpenter_core.operator.state import ClusterPod, ClusterState
+from karpenter_core.state.cluster import ClusterPod, ClusterState
 
 __all__ = ["Controller", "Operator"]
 

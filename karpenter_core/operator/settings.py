@@ -14,6 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from karpenter_core.operator.crashpoints import CRASH_AFTER_LAUNCH, parse_crash_point
 from karpenter_core.sdk.settings import (
     boolean,
     choice,
@@ -25,7 +26,6 @@ from karpenter_core.sdk.settings import (
 )
 
 __all__ = [
-    "CRASH_AFTER_LAUNCH",
     "FEATURE_GATES",
     "MIN_VALUES_POLICIES",
     "PREFERENCE_POLICIES",
@@ -39,9 +39,6 @@ FEATURE_GATES = MappingProxyType({"NodeRepair": False, "SpotToSpotConsolidation"
 PREFERENCE_POLICIES = ("Respect", "Ignore")
 MIN_VALUES_POLICIES = ("Strict", "BestEffort")
 LOG_LEVELS = ("debug", "info", "warn", "error")
-CRASH_AFTER_LAUNCH = "after-launch-before-status"
-"""Test-only crash point: SIGKILL right after a provider's create returned, before the
-NodeClaim's status is written (the conformance suite's crash check)."""
 DEFAULT_NAMESPACE = "karpenter"
 _SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -73,14 +70,6 @@ def parse_feature_gates(value: str) -> Mapping[str, bool]:
             raise ValueError(f"unknown feature gate {name!r} (known: {', '.join(FEATURE_GATES)})")
         gates[name] = boolean(state)
     return MappingProxyType(gates)
-
-
-def _crash_point(value: str) -> str:
-    if value not in ("", CRASH_AFTER_LAUNCH):
-        raise ValueError(
-            f"{value!r} is not a crash point ({CRASH_AFTER_LAUNCH}, or empty for none)"
-        )
-    return value
 
 
 def _setting(default: Any, env: str, parse: Callable[[str], Any], help: str) -> Any:
@@ -163,7 +152,7 @@ class Settings:
     test_crash_point: str = _setting(
         "",
         "KARPENTER_TEST_CRASH_POINT",
-        _crash_point,
+        parse_crash_point,
         f"tests only: {CRASH_AFTER_LAUNCH} kills the process after a launch, before its status",
     )
 

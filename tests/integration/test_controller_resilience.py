@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from karpenter_conformance.waiting import wait_until
-from karpenter_core.operator.settings import CRASH_AFTER_LAUNCH
+from karpenter_core.operator.crashpoints import CRASH_AFTER_LAUNCH
 from tests.integration import controller_harness as harness
 
 pytestmark = pytest.mark.integration

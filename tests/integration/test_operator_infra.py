@@ -20,7 +20,6 @@ from karpenter_conformance.identity import service_account_kubeconfig
 from karpenter_conformance.waiting import wait_until
 from karpenter_core import rbac
 from karpenter_core.cloudprovider.registry import discover
-from karpenter_core.operator.informer import Informer
 from karpenter_core.operator.kube import (
     Conflict,
     Forbidden,
@@ -32,7 +31,8 @@ from karpenter_core.operator.kube import (
 from karpenter_core.operator.leader import LeaderElector
 from karpenter_core.operator.operator import Operator
 from karpenter_core.operator.settings import Settings
-from karpenter_core.operator.state import ClusterState
+from karpenter_core.state.cluster import ClusterState
+from karpenter_core.state.informer import Informer
 from tests.integration import controller_harness as harness
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 from karpenter_conformance.waiting import wait_until
-from karpenter_core.operator.informer import Informer
+from karpenter_core.state.informer import Informer
 from tests.kubeapi.conftest import KubeAPI
 
 

@@ -10,7 +10,7 @@ from karpenter_conformance.waiting import wait_until
 from karpenter_core.operator.kube import NotFound
 from karpenter_core.operator.leader import LeaderElector
 from karpenter_core.operator.settings import Settings
-from karpenter_core.operator.state import ClusterState
+from karpenter_core.state.cluster import ClusterState
 from tests.kubeapi.conftest import KubeAPI, unique
 
 FAST_LEASE = Settings(lease_duration=3.0, renew_deadline=2.0, retry_period=0.2)

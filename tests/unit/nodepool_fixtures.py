@@ -11,7 +11,7 @@ from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.controllers.context import Context
 from karpenter_core.controllers.nodepool import NodePoolController
-from karpenter_core.operator.state import ClusterNode
+from karpenter_core.state.cluster import ClusterNode
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

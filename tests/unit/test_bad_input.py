@@ -19,8 +19,8 @@ from karpenter_core.cloudprovider.validation import InvalidProviderOutput, valid
 from karpenter_core.convert.nodepool import check_weights
 from karpenter_core.disruption.budgets import allowed_disruptions, schedule_error
 from karpenter_core.manifests.workloads import MAX_PODS
-from karpenter_core.operator.informer import Informer, object_key
 from karpenter_core.scheduling.requirements import Requirements
+from karpenter_core.state.informer import Informer, object_key
 
 
 def _run(*args: str, text: str) -> Result:

@@ -30,8 +30,8 @@ from karpenter_core.manifests import ManifestError, build_snapshot, parse_docume
 from karpenter_core.manifests.snapshot_builder import SimulationInput
 from karpenter_core.operator.kube import KubeClient
 from karpenter_core.operator.settings import Settings
-from karpenter_core.operator.state import ClusterState
 from karpenter_core.scheduling.scheduler import Prepared, Results, schedule
+from karpenter_core.state.cluster import ClusterState
 from tests.unit.scheduling_fixtures import CATALOG
 
 

@@ -44,23 +44,19 @@ from karpenter_core.controllers.nodeclaim.podevents import (
     pod_event_update,
 )
 from karpenter_core.controllers.nodeclaim.registration import registered_node
+from karpenter_core.controllers.nodeclaims import nodeclaim_manifest
 from karpenter_core.controllers.nodepool import nodepool_status
 from karpenter_core.controllers.objects import nodeclaim_path, set_condition, status_true
-from karpenter_core.controllers.provisioning import (
-    Batcher,
-    limit_check,
-    nodeclaim_manifest,
-    without_preemptors,
-)
+from karpenter_core.controllers.provisioning import Batcher, limit_check, without_preemptors
 from karpenter_core.controllers.termination import drain_plan, termination_deadline
 from karpenter_core.operator.kube import Conflict
 from karpenter_core.operator.settings import Settings
-from karpenter_core.operator.state import ClusterNode, ClusterPod, ClusterState
 from karpenter_core.scheduling.cluster import limit_usage, with_expected_allocatable
 from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import schedule
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 from karpenter_core.scheduling.taints import Toleration
+from karpenter_core.state.cluster import ClusterNode, ClusterPod, ClusterState
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 GI = 2**30 * 1000

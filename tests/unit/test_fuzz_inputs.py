@@ -29,8 +29,8 @@ from karpenter_core.cloudprovider.registry import discover
 from karpenter_core.cloudprovider.types import CloudProviderError
 from karpenter_core.disruption.planner import Options, plan
 from karpenter_core.manifests import ManifestError, build_snapshot, load_default_scenario
-from karpenter_core.operator.informer import Informer
 from karpenter_core.scheduling.scheduler import schedule
+from karpenter_core.state.informer import Informer
 from tests.unit import fuzz_inputs as fuzz
 
 

@@ -20,7 +20,7 @@ from karpenter_core.controllers.status_conditions import StatusConditionControll
 from karpenter_core.controllers.termination import DrainPlan, TerminationController, drain_reason
 from karpenter_core.operator import metrics
 from karpenter_core.operator.kube import NotFound, TooManyRequests
-from karpenter_core.operator.state import ClusterNode, ClusterPod
+from karpenter_core.state.cluster import ClusterNode, ClusterPod
 from karpenter_kwok.nodeclass import KWOKNodeClass
 from tests.unit.nodepool_fixtures import StaticState, nodepool_controller
 

@@ -31,7 +31,7 @@ from karpenter_core.operator.kube import (
 from karpenter_core.operator.leader import LeaderElector
 from karpenter_core.operator.operator import Operator
 from karpenter_core.operator.settings import Settings
-from karpenter_core.operator.state import ClusterNode, ClusterPod, ClusterState
+from karpenter_core.state.cluster import ClusterNode, ClusterPod, ClusterState
 
 
 class FakeClock:

@@ -20,8 +20,8 @@ from click.testing import CliRunner, Result
 
 from karpenter_core.cli.main import cli
 from karpenter_core.operator.kube import KubeClient
-from karpenter_core.operator.state import ClusterState
 from karpenter_core.scheduling.scheduler import schedule
+from karpenter_core.state.cluster import ClusterState
 from tests.unit.scheduling_fixtures import (
     ARCH,
     CATALOG,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
-from karpenter_core.controllers.provisioning import nodeclaim_manifest
+from karpenter_core.controllers.nodeclaims import nodeclaim_manifest
 from karpenter_core.scheduling.scheduler import NewNodeClaim
 from tests.unit.scheduling_fixtures import ZONE, ZONES, affinity, make_pod, make_pods, run, term
 

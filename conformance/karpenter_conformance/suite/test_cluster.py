@@ -18,7 +18,7 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.cloudprovider.types import launch_request
-from karpenter_core.operator.settings import CRASH_AFTER_LAUNCH
+from karpenter_core.operator.crashpoints import CRASH_AFTER_LAUNCH
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from karpenter_core.scheduling.cluster import EPHEMERAL_TAINTS
 
 if TYPE_CHECKING:
     from karpenter_core.apis.v1.nodeclaim import NodeClaim
-    from karpenter_core.operator.state import ClusterNode
+    from karpenter_core.state.cluster import ClusterNode
 
 __all__ = ["initialization_blocker"]
 

@@ -8,6 +8,7 @@ from typing import Any
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.types import CreateError, InsufficientCapacity, NodeClassNotReady
+from karpenter_core.operator.events import Reason
 
 __all__ = ["MESSAGE_LIMIT", "LaunchFailure", "launch_failure", "launched"]
 
@@ -30,9 +31,9 @@ def launch_failure(error: Exception) -> LaunchFailure:
     """Upstream's mapping of create errors to outcomes."""
     message = str(error) or type(error).__name__
     if isinstance(error, InsufficientCapacity):
-        return LaunchFailure(True, "InsufficientCapacityError", message, "insufficient_capacity")
+        return LaunchFailure(True, Reason.INSUFFICIENT_CAPACITY, message, "insufficient_capacity")
     if isinstance(error, NodeClassNotReady):
-        return LaunchFailure(True, "NodeClassNotReady", message, "nodeclass_not_ready")
+        return LaunchFailure(True, Reason.NODECLASS_NOT_READY, message, "nodeclass_not_ready")
     if isinstance(error, CreateError):
         return LaunchFailure(False, error.reason, error.message[:MESSAGE_LIMIT])
     return LaunchFailure(False, "LaunchFailed", message[:MESSAGE_LIMIT])

@@ -8,8 +8,6 @@ next pass moves on. Ready is True once Launched, Registered and Initialized all 
 from __future__ import annotations
 
 import logging
-import os
-import signal
 from datetime import datetime
 from enum import Enum
 from functools import partial
@@ -37,12 +35,13 @@ from karpenter_core.controllers.objects import (
 from karpenter_core.controllers.runtime import KeyedWorkers, LoopController
 from karpenter_core.controllers.writes import patch_status, update_metadata
 from karpenter_core.operator import metrics
+from karpenter_core.operator.crashpoints import CRASH_AFTER_LAUNCH, crash_point
+from karpenter_core.operator.events import Reason
 from karpenter_core.operator.kube import Conflict, NotFound
-from karpenter_core.operator.settings import CRASH_AFTER_LAUNCH
 
 if TYPE_CHECKING:
     from karpenter_core.controllers.context import Context
-    from karpenter_core.operator.state import ClusterNode
+    from karpenter_core.state.cluster import ClusterNode
 
 __all__ = ["LifecycleController", "Step", "next_step", "ready_condition"]
 
@@ -223,9 +222,7 @@ class LifecycleController(LoopController):
 
             patch_status(context, path, manifest, unknown)
             return context.settings.nodeclaim_requeue
-        if context.settings.test_crash_point == CRASH_AFTER_LAUNCH:
-            log.warning("test crash point %s: killing the process", CRASH_AFTER_LAUNCH)
-            os.kill(os.getpid(), signal.SIGKILL)
+        crash_point(CRASH_AFTER_LAUNCH, context.settings.test_crash_point)
         labels, annotations, fields = launched(nodeclaim, created)
         if labels != nodeclaim.metadata.labels or annotations != nodeclaim.metadata.annotations:
 
@@ -243,7 +240,7 @@ class LifecycleController(LoopController):
 
         patch_status(context, path, manifest, mark)
         context.events.publish(
-            manifest, "Normal", "Launched", f"Launched {fields.get('providerID')}"
+            manifest, "Normal", Reason.LAUNCHED, f"Launched {fields.get('providerID')}"
         )
         log.info(
             "launched nodeclaim",
@@ -273,7 +270,9 @@ class LifecycleController(LoopController):
 
         patch_status(context, nodeclaim_path(nodeclaim.metadata.name or ""), manifest, mark)
         metrics.node_created(nodeclaim.metadata.labels)
-        context.events.publish(manifest, "Normal", "Registered", f"Registered node {node.name}")
+        context.events.publish(
+            manifest, "Normal", Reason.REGISTERED, f"Registered node {node.name}"
+        )
         log.info("registered node", extra={"nodeclaim": nodeclaim.metadata.name, "node": node.name})
         return None
 
@@ -320,7 +319,7 @@ class LifecycleController(LoopController):
             return None
         log.info("deleting nodeclaim: %s", reason, extra={"nodeclaim": name})
         context.events.publish(
-            nodeclaim.to_manifest(), "Warning", "Liveness", f"Deleting NodeClaim: {reason}"
+            nodeclaim.to_manifest(), "Warning", Reason.LIVENESS, f"Deleting NodeClaim: {reason}"
         )
         launched = status_true(nodeclaim, CONDITION_LAUNCHED)
         timeout = "registration_timeout" if launched else "launch_timeout"

@@ -16,8 +16,8 @@ from karpenter_conformance.waiting import wait_until
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import InsufficientCapacity, NodeClaimNotFound
-from karpenter_core.operator.informer import Informer
 from karpenter_core.operator.kube import KubeClient
+from karpenter_core.state.informer import Informer
 from karpenter_kwok.cloudprovider import KWOKCloudProvider
 from karpenter_kwok.nodeclass import KWOKNodeClass
 

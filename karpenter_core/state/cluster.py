@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
-from karpenter_core.operator.informer import DELETED, Informer
 from karpenter_core.scheduling.cluster import (
     check_budget,
     daemonset_pods,
@@ -32,6 +31,7 @@ from karpenter_core.scheduling.cluster import (
     with_nodeclaim,
 )
 from karpenter_core.scheduling.snapshot import DecodeError, NodeInfo, PodInfo, Snapshot
+from karpenter_core.state.informer import DELETED, Informer
 
 log = logging.getLogger("karpenter.state")
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from karpenter_core.controllers.disruption_queue import (
+from karpenter_core.disruption.candidates import Candidate
+from karpenter_core.disruption.planner import Command, next_command
+from karpenter_core.disruption.projection import (
     as_it_will_be,
     as_started,
     waiting_for_replacements,
 )
-from karpenter_core.disruption.candidates import Candidate
-from karpenter_core.disruption.planner import Command, next_command
 from tests.unit.disruption_fixtures import NOW, node, pdb, pod, pods, pool, snapshot
 from tests.unit.scheduling_fixtures import in_flight
 
