@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, to_milli
+from karpenter_core.apis.requirements import Requirement
 from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.validation import instance_types_of
@@ -44,7 +45,6 @@ from karpenter_core.scheduling.cluster import (
     rescheduled_pods,
     with_expected_allocatable,
 )
-from karpenter_core.scheduling.requirements import Requirement
 from karpenter_core.scheduling.scheduler import NewNodeClaim, Results, schedule
 
 if TYPE_CHECKING:

@@ -13,6 +13,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from karpenter_core.apis import labels as wk
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.cli.main import cli
 from karpenter_core.cloudprovider.types import InstanceType, Offering
 from karpenter_core.cloudprovider.validation import InvalidProviderOutput, validate_instance_types
@@ -20,7 +21,6 @@ from karpenter_core.convert.nodepool import check_weights
 from karpenter_core.disruption.budgets import allowed_disruptions, schedule_error
 from karpenter_core.manifests.workloads import MAX_PODS
 from karpenter_core.operator.informer import Informer, object_key
-from karpenter_core.scheduling.requirements import Requirements
 
 
 def _run(*args: str, text: str) -> Result:
