@@ -96,7 +96,7 @@ def workload(seed: int = 42) -> tuple[list[Any], list[Any], list[tuple[str, int,
 
 def lower_bound(pods: list[Any], instance_types: list[Any], pool: Any) -> tuple[float, str]:
     """max over CPU and memory of (requests) x (cheapest price per allocatable unit)."""
-    from karpenter_core.scheduling.requirements import Requirements
+    from karpenter_core.apis.requirements import Requirements
 
     spec = pool.to_manifest()["spec"]["template"]["spec"]
     allowed = Requirements.from_node_selector(spec.get("requirements") or ())

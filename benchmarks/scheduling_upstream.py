@@ -53,8 +53,8 @@ TARGET_MEMORY_MB = {20000: 500}
 
 def catalog() -> list[Any]:
     """Upstream's fake.InstanceTypes(400)."""
+    from karpenter_core.apis.requirements import Requirements
     from karpenter_core.cloudprovider.types import InstanceType, Offering, Overhead
-    from karpenter_core.scheduling.requirements import Requirements
 
     offerings_spec = [
         ("spot", "test-zone-1"),

@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from pydantic import GetJsonSchemaHandler
     from pydantic_core import CoreSchema
 
-    from karpenter_core.cloudprovider.plugin import NodeClassInfo, ProviderRecord
-
 __all__ = [
     "CRDSchemaError",
     "KubeSchema",
@@ -43,14 +41,10 @@ __all__ = [
     "cel",
     "core_crds",
     "generate_crd",
-    "node_class_crd",
-    "node_class_crds",
-    "provider_crds",
     "structural_schema",
 ]
 
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
-_REGISTRY_MODULE = "karpenter_core.cloudprovider.registry"
 
 _VALIDATIONS = "x-kubernetes-validations"
 _KEYWORDS = frozenset(
@@ -380,34 +374,3 @@ def core_crds() -> list[dict[str, Any]]:
             categories=("karpenter",),
         ),
     ]
-
-
-def provider_crds() -> list[dict[str, Any]]:
-    """CRDs of the NodeClasses that discovered providers publish (none without a registry)."""
-    try:
-        from karpenter_core.cloudprovider import registry
-    except ModuleNotFoundError as error:
-        if error.name in (_REGISTRY_MODULE, "karpenter_core.cloudprovider"):
-            return []
-        raise
-    records = registry.discover().records
-    return [crd for name in sorted(records) for crd in node_class_crds(records[name])]
-
-
-def node_class_crds(record: ProviderRecord) -> list[dict[str, Any]]:
-    """CRDs of the NodeClasses one provider's record publishes."""
-    return [node_class_crd(node_class) for node_class in record.node_classes]
-
-
-def node_class_crd(info: NodeClassInfo) -> dict[str, Any]:
-    """The CRD of one NodeClass kind, as its ``NodeClassInfo`` describes it."""
-    return generate_crd(
-        info.model,
-        group=info.group,
-        kind=info.kind,
-        plural=info.plural,
-        version=info.version,
-        printer_columns=info.printer_columns,
-        short_names=info.short_names,
-        categories=("karpenter",),
-    )

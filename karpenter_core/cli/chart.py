@@ -13,11 +13,12 @@ from typing import Any
 import click
 
 from karpenter_core import rbac as rbac_objects
-from karpenter_core.apis.crdgen import CRDSchemaError, core_crds, node_class_crds
+from karpenter_core.apis.crdgen import CRDSchemaError, core_crds
 from karpenter_core.cli.crds import crd_filename, render_crd, render_document
 from karpenter_core.cli.files import write_atomically
 from karpenter_core.cli.rbac import FILE_HEADER as RBAC_HEADER
 from karpenter_core.cli.rbac import rbac_filename
+from karpenter_core.cloudprovider.crds import node_class_crds
 from karpenter_core.cloudprovider.registry import RegistryError, UnknownProviderError, discover
 
 __all__ = ["chart", "chart_files"]

@@ -52,7 +52,8 @@ def controller(ctx: click.Context, provider: str, kubeconfig: str | None, **_: A
     """
     from kubernetes.config import ConfigException
 
-    from karpenter_core.operator import logs  # the Kubernetes client loads only here
+    from karpenter_core.controllers import build_controllers  # the Kubernetes client loads here
+    from karpenter_core.operator import logs
     from karpenter_core.operator.kube import KubeClient
     from karpenter_core.operator.operator import Operator
 
@@ -73,7 +74,11 @@ def controller(ctx: click.Context, provider: str, kubeconfig: str | None, **_: A
         ) from None
     try:
         operator = Operator(
-            settings, record, kube, provider_settings=_settings(provider, ctx.params)
+            settings,
+            record,
+            kube,
+            controllers=build_controllers,
+            provider_settings=_settings(provider, ctx.params),
         )
     except CloudProviderError as error:
         raise click.ClickException(str(error)) from None

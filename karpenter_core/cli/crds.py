@@ -8,8 +8,9 @@ from typing import Any
 import click
 import yaml
 
-from karpenter_core.apis.crdgen import CRDSchemaError, core_crds, provider_crds
+from karpenter_core.apis.crdgen import CRDSchemaError, core_crds
 from karpenter_core.cli.files import write_atomically
+from karpenter_core.cloudprovider.crds import provider_crds
 
 __all__ = ["FILE_HEADER", "crd_filename", "crds", "render_crd", "render_document"]
 

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
+    from karpenter_core.cloudprovider.convert import NodeClassConverter
     from karpenter_core.cloudprovider.types import CloudProvider
-    from karpenter_core.convert.types import NodeClassConverter
 
 __all__ = [
     "API_VERSION",

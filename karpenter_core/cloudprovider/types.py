@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from karpenter_core.apis import labels
 from karpenter_core.apis.quantity import to_milli
-from karpenter_core.scheduling.requirements import Requirements
+from karpenter_core.apis.requirements import Requirements
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
+from karpenter_core.apis.requirements import Requirement
 from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
 from karpenter_core.controllers.objects import quantities, taint_list
-from karpenter_core.scheduling.requirements import Requirement
 
 if TYPE_CHECKING:
     from karpenter_core.cloudprovider.types import InstanceType

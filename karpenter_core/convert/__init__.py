@@ -5,20 +5,20 @@ Pure: data in, converted objects and findings out. Providers convert their own N
 through ``ProviderRecord.convert`` (a ``NodeClassConverter``).
 """
 
-from karpenter_core.convert.catalog import unsatisfiable
-from karpenter_core.convert.documents import (
-    Conversion,
-    convert_objects,
-    input_field,
-    needs_conversion,
-)
-from karpenter_core.convert.types import (
+from karpenter_core.cloudprovider.convert import (
     Converted,
     Finding,
     NodeClassConverter,
     NodeClassVariant,
     describe,
     pop_field,
+)
+from karpenter_core.convert.catalog import unsatisfiable
+from karpenter_core.convert.documents import (
+    Conversion,
+    convert_objects,
+    input_field,
+    needs_conversion,
 )
 
 __all__ = [

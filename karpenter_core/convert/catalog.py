@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from karpenter_core.apis.requirements import RequirementError, Requirements
+from karpenter_core.cloudprovider.convert import Finding
 from karpenter_core.cloudprovider.types import InstanceType
-from karpenter_core.convert.types import Finding
-from karpenter_core.scheduling.requirements import RequirementError, Requirements
 
 __all__ = ["unsatisfiable"]
 

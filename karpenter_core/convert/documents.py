@@ -12,6 +12,13 @@ from typing import Any
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodepool import NodePool
+from karpenter_core.cloudprovider.convert import (
+    Converted,
+    Finding,
+    NodeClassConverter,
+    NodeClassVariant,
+    describe,
+)
 from karpenter_core.convert.nodepool import (
     V1,
     V1ALPHA5,
@@ -21,13 +28,6 @@ from karpenter_core.convert.nodepool import (
     metadata,
     provisioner_to_v1beta1,
     v1beta1_to_v1,
-)
-from karpenter_core.convert.types import (
-    Converted,
-    Finding,
-    NodeClassConverter,
-    NodeClassVariant,
-    describe,
 )
 from karpenter_core.convert.workloads import check_workload
 from karpenter_core.manifests.fields import model_schema, unknown_fields

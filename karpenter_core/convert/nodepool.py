@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from karpenter_core.apis import labels as wk
-from karpenter_core.convert.types import Finding, describe, pop_field
+from karpenter_core.cloudprovider.convert import Finding, describe, pop_field
 
 __all__ = [
     "V1",

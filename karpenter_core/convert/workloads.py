@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from karpenter_core.apis import labels as wk
-from karpenter_core.convert.types import Finding, describe
+from karpenter_core.cloudprovider.convert import Finding, describe
 
 __all__ = ["OLD_ANNOTATIONS", "PROVISIONER_NAME", "check_workload"]
 

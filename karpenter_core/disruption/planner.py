@@ -16,12 +16,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from karpenter_core.apis import labels as wk
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
 from karpenter_core.disruption.balanced import Score, Scorer
 from karpenter_core.disruption.budgets import DRIFTED, EMPTY, UNDERUTILIZED, allowed_by_nodepool
 from karpenter_core.disruption.candidates import Candidate, candidates, duration
 from karpenter_core.disruption.simulation import Simulator, bound_to
-from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results
 from karpenter_core.scheduling.snapshot import NodeInfo, Snapshot
 

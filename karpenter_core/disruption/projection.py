@@ -15,10 +15,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis.quantity import to_milli
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.disruption.candidates import reschedulable
 from karpenter_core.disruption.simulation import bound_to
 from karpenter_core.scheduling.cluster import budget_selector
-from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import Minimize, schedule
 from karpenter_core.scheduling.snapshot import NodeInfo
 from karpenter_core.scheduling.taints import Taint

@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import QuantityError, parse_quantity
+from karpenter_core.apis.requirements import Operator, Requirement, RequirementError
 from karpenter_core.cloudprovider.types import InstanceType
 from karpenter_core.disruption.budgets import schedule_error
-from karpenter_core.scheduling.requirements import Operator, Requirement, RequirementError
 from karpenter_core.scheduling.snapshot import DecodeError, describe_value
 from karpenter_core.scheduling.taints import EFFECTS
 

@@ -46,12 +46,6 @@ class Controller(Protocol):
 ControllerFactory = Callable[["Operator"], Sequence[Controller]]
 
 
-def _default_controllers(operator: Operator) -> Sequence[Controller]:
-    from karpenter_core.controllers import build_controllers
-
-    return build_controllers(operator)
-
-
 class Operator:
     """One Karpenter process.
 
@@ -66,14 +60,16 @@ class Operator:
         record: ProviderRecord,
         kube: KubeClient,
         *,
+        controllers: ControllerFactory,
         provider_settings: Mapping[str, Any] | None = None,
         identity: str | None = None,
-        controllers: ControllerFactory = _default_controllers,
         watch_timeout: int = 300,
         controller_stop_timeout: float = CONTROLLER_STOP_TIMEOUT,
         terminate: Callable[[int], None] = exit_process,
     ) -> None:
-        """``terminate(1)`` ends the process when the Lease is lost (if it returns, as a test's
+        """``controllers(operator)`` builds the core's controllers (the CLI passes
+        ``karpenter_core.controllers.build_controllers``; the operator sits below the controllers
+        and does not import them). ``terminate(1)`` ends the process when the Lease is lost (if it returns, as a test's
         may, the controllers stop and ``run`` returns 1)."""
         self.settings = settings
         self.controller_stop_timeout = controller_stop_timeout

@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any
 
 from karpenter_core.apis import labels as wk
-from karpenter_core.scheduling.requirements import Requirements
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.scheduling.snapshot import PodInfo
 from karpenter_core.scheduling.taints import Toleration
 from karpenter_core.scheduling.topology import (

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, to_milli
+from karpenter_core.apis.requirements import Requirement, Requirements
 from karpenter_core.scheduling.cluster import in_flight
 from karpenter_core.scheduling.preferences import PodState, inverse_groups
-from karpenter_core.scheduling.requirements import Requirement, Requirements
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 from karpenter_core.scheduling.taints import Taint, untolerated
 from karpenter_core.scheduling.templates import Daemon, NodePoolTemplate, bits, ports_conflict

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import QuantityError, parse_quantity, to_milli
-from karpenter_core.scheduling.requirements import Requirements
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.scheduling.taints import Taint, Toleration
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.quantity import format_quantity, parse_quantity, to_milli
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.scheduling.cluster import NODES, limit_usage
-from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.taints import Taint, untolerated
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from karpenter_core.apis import labels as wk
-from karpenter_core.scheduling.requirements import Requirement, Requirements
+from karpenter_core.apis.requirements import Requirement, Requirements
 from karpenter_core.scheduling.taints import Toleration, untolerated
 
 if TYPE_CHECKING:

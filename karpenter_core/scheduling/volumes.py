@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from karpenter_core.apis import labels as wk
-from karpenter_core.scheduling.requirements import Requirement, RequirementError, Requirements
+from karpenter_core.apis.requirements import Requirement, RequirementError, Requirements
 from karpenter_core.scheduling.snapshot import DecodeError, PodInfo, timestamp
 
 __all__ = ["Alternatives", "VolumeTopology"]

@@ -1,7 +1,6 @@
 """What a provider's NodeClass converter (``ProviderRecord.convert``) builds on."""
 
-from karpenter_core.convert.nodepool import metadata
-from karpenter_core.convert.types import (
+from karpenter_core.cloudprovider.convert import (
     Converted,
     Finding,
     NodeClassConverter,
@@ -9,6 +8,7 @@ from karpenter_core.convert.types import (
     describe,
     pop_field,
 )
+from karpenter_core.convert.nodepool import metadata
 from karpenter_core.manifests.fields import model_schema, unknown_fields
 
 __all__ = [

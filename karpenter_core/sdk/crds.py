@@ -13,14 +13,9 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from karpenter_core.apis.crdgen import (
-    KubeSchema,
-    PrinterColumn,
-    cel,
-    generate_crd,
-    node_class_crd,
-)
+from karpenter_core.apis.crdgen import KubeSchema, PrinterColumn, cel, generate_crd
 from karpenter_core.cli.crds import render_crd
+from karpenter_core.cloudprovider.crds import node_class_crd
 from karpenter_core.cloudprovider.plugin import NodeClassInfo, ProviderRecord
 
 __all__ = [

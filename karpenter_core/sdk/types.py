@@ -1,5 +1,6 @@
 """The ``CloudProvider`` protocol, instance types and offerings, errors, and requirements."""
 
+from karpenter_core.apis.requirements import Operator, Requirement, Requirements
 from karpenter_core.cloudprovider.types import (
     CloudProvider,
     CloudProviderError,
@@ -15,7 +16,6 @@ from karpenter_core.cloudprovider.types import (
     Resources,
     launch_request,
 )
-from karpenter_core.scheduling.requirements import Operator, Requirement, Requirements
 
 __all__ = [
     "CloudProvider",

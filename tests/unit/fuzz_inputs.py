@@ -457,8 +457,8 @@ def instance_types(draw: Callable[[st.SearchStrategy[_T]], _T]) -> list[Any]:
     """A provider's catalog as a buggy provider might return it: duplicate names, NaN and
     negative prices, no offerings, offerings only in zones a NodePool excludes, odd capacity."""
     from karpenter_core.apis import labels as wk
+    from karpenter_core.apis.requirements import Requirements
     from karpenter_core.cloudprovider.types import InstanceType, Offering, Overhead
-    from karpenter_core.scheduling.requirements import Requirements
 
     out: list[Any] = []
     for _ in range(draw(st.integers(0, 6))):

@@ -21,10 +21,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.cloudprovider.types import InstanceType, Offering, Overhead
-from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import NewNodeClaim, Results, schedule
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 

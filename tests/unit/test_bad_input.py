@@ -13,13 +13,13 @@ import yaml
 from click.testing import CliRunner, Result
 
 from karpenter_core.apis import labels as wk
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.cli.main import cli
 from karpenter_core.cloudprovider.types import InstanceType, Offering
 from karpenter_core.cloudprovider.validation import InvalidProviderOutput, validate_instance_types
 from karpenter_core.convert.nodepool import check_weights
 from karpenter_core.disruption.budgets import allowed_disruptions, schedule_error
 from karpenter_core.manifests.workloads import MAX_PODS
-from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.state.informer import Informer, object_key
 
 

@@ -9,6 +9,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.apis.v1.hashing import nodepool_hash
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
@@ -52,7 +53,6 @@ from karpenter_core.controllers.termination import drain_plan, termination_deadl
 from karpenter_core.operator.kube import Conflict
 from karpenter_core.operator.settings import Settings
 from karpenter_core.scheduling.cluster import limit_usage, with_expected_allocatable
-from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import schedule
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 from karpenter_core.scheduling.taints import Toleration

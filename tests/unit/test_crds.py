@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,7 +12,6 @@ import yaml
 from click.testing import CliRunner
 from pydantic import BaseModel, ConfigDict, Field
 
-from karpenter_core.apis import crdgen
 from karpenter_core.apis.crdgen import (
     CRDSchemaError,
     KubeSchema,
@@ -21,10 +19,10 @@ from karpenter_core.apis.crdgen import (
     cel,
     core_crds,
     generate_crd,
-    provider_crds,
 )
 from karpenter_core.apis.v1.common import Quantity
 from karpenter_core.cli.crds import FILE_HEADER, crd_filename, crds, render_crd
+from karpenter_core.cloudprovider.crds import provider_crds
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "karpenter_core" / "crds"
 REGENERATE = "karpenter crds --core-only --output-dir karpenter_core/crds"
@@ -462,14 +460,6 @@ def test_provider_crds_come_from_discovered_node_classes(monkeypatch: pytest.Mon
     assert crd["metadata"]["name"] == "examplenodeclasses.example.dev"
     assert crd["spec"]["names"]["categories"] == ["karpenter"]
     assert crd["spec"]["names"]["shortNames"] == ["exnc"]
-
-
-def test_provider_crds_without_a_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    import karpenter_core.cloudprovider
-
-    monkeypatch.setitem(sys.modules, "karpenter_core.cloudprovider.registry", None)
-    monkeypatch.delattr(karpenter_core.cloudprovider, "registry", raising=False)
-    assert crdgen.provider_crds() == []
 
 
 # The command

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel
 
+from karpenter_core.apis.requirements import Requirement, Requirements
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.cloudprovider.types import InstanceType, Offering
 from karpenter_core.manifests import (
@@ -24,7 +25,6 @@ from karpenter_core.manifests import (
 )
 from karpenter_core.manifests.fields import client_types
 from karpenter_core.manifests.k8s_types import TYPES
-from karpenter_core.scheduling.requirements import Requirement, Requirements
 from karpenter_core.scheduling.snapshot import Snapshot
 
 FAMILY = "example.com/instance-family"

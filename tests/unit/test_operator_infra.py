@@ -169,6 +169,7 @@ def test_leader_election_has_a_rate_limit_of_its_own() -> None:
         settings,
         ProviderRecord(name="none", factory=lambda _: _NoCloud(), api_version=API_VERSION),
         kube,
+        controllers=lambda _: [],
     )
     assert operator.elector is not None
     for _ in range(50):

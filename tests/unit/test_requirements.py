@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from karpenter_core.scheduling.requirements import (
+from karpenter_core.apis.requirements import (
     Operator,
     Requirement,
     RequirementError,

@@ -3,9 +3,9 @@ taints, weights, limits, existing capacity and DaemonSet overhead."""
 
 import pytest
 
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.cloudprovider.types import InstanceType, Offering, Overhead
-from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.scheduling.scheduler import Minimize, schedule
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 from karpenter_core.scheduling.taints import Taint, Toleration

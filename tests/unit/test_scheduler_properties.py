@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from karpenter_core.scheduling.requirements import Requirements
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.scheduling.scheduler import Minimize, schedule
 from karpenter_core.scheduling.snapshot import NodeInfo, PodInfo, Snapshot
 from karpenter_core.scheduling.taints import Toleration, untolerated

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from karpenter_core.apis.requirements import Requirement, Requirements
 from karpenter_core.cloudprovider.types import InstanceType, Offering, Overhead
-from karpenter_core.scheduling.requirements import Requirement, Requirements
 
 GIB = 2**30
 ZONE = "topology.kubernetes.io/zone"

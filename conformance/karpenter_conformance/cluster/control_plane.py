@@ -28,7 +28,8 @@ import yaml
 from karpenter_conformance.cluster import build, crds, pki
 from karpenter_conformance.cluster.logs import tail
 from karpenter_conformance.waiting import wait_until
-from karpenter_core.apis.crdgen import CRDSchemaError, core_crds, provider_crds
+from karpenter_core.apis.crdgen import CRDSchemaError, core_crds
+from karpenter_core.cloudprovider.crds import provider_crds
 from karpenter_core.cloudprovider.registry import RegistryError
 
 STATE_ENV = "KARPENTER_CLUSTER_STATE"

@@ -17,6 +17,7 @@ from karpenter_conformance.suite.profile import missing
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.crdgen import generate_crd
 from karpenter_core.apis.quantity import to_milli
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.plugin import API_VERSION, Capability
 from karpenter_core.cloudprovider.registry import NAME_PATTERN
@@ -28,7 +29,6 @@ from karpenter_core.cloudprovider.types import (
     NodeClassNotReady,
 )
 from karpenter_core.cloudprovider.validation import InvalidProviderOutput, validate_instance_types
-from karpenter_core.scheduling.requirements import Requirements
 
 WELL_KNOWN = (wk.INSTANCE_TYPE, wk.ARCH, wk.OS)
 CONCURRENT_CREATES = 20

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from karpenter_core.apis import labels as wk
-from karpenter_core.scheduling.requirements import Requirements
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.sdk.catalog import InstanceTypeCache, RefreshedData, packaged_json
 from karpenter_core.sdk.offerings import Marks, UnavailableOfferings
 from karpenter_core.sdk.types import CloudProviderError, InstanceType, Offering

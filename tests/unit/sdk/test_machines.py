@@ -10,10 +10,10 @@ import pytest
 from pydantic import Field
 
 from karpenter_core.apis import labels as wk
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.apis.v1.common import Conditions, KubeModel, KubeObject, ObjectMeta
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
-from karpenter_core.scheduling.requirements import Requirements
 from karpenter_core.sdk.machines import Machine, MachineView
 from karpenter_core.sdk.nodeclass import NodeClassBinding, ReadyByConditions
 from karpenter_core.sdk.record import NodeClassInfo, ProviderContext

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
-from karpenter_core.scheduling.requirements import Requirement, Requirements
+from karpenter_core.apis.requirements import Requirement, Requirements
 from karpenter_core.sdk.offerings import Marks, UnavailableOfferings, without_unavailable
 from karpenter_core.sdk.types import InstanceType, Offering
 

@@ -16,7 +16,7 @@ from karpenter_aws.amis import map_to_instance_types
 from karpenter_aws.instancetype import BuildOptions, build, shape
 from karpenter_aws.nodeclass import AMIStatus
 from karpenter_core.apis import labels as wk
-from karpenter_core.scheduling.requirements import Operator, Requirements
+from karpenter_core.apis.requirements import Operator, Requirements
 
 MIB = 2**20
 GIB = 2**30

@@ -41,6 +41,7 @@ from karpenter_aws.launchtemplates import (
 from karpenter_aws.moto_account import AWSEnv
 from karpenter_aws.nodeclass import EC2NodeClass, SecurityGroupStatus
 from karpenter_core.apis import labels as wk
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.cloudprovider.types import (
     CloudProviderError,
     CreateError,
@@ -49,7 +50,6 @@ from karpenter_core.cloudprovider.types import (
     NodeClaimNotFound,
     Offering,
 )
-from karpenter_core.scheduling.requirements import Requirements
 
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 CLUSTER_TAG = "kubernetes.io/cluster/test-cluster"

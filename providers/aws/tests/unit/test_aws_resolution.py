@@ -19,8 +19,8 @@ from karpenter_aws.nodeclass import (
 )
 from karpenter_aws.securitygroups import resolve_security_groups
 from karpenter_aws.subnets import ZonalSubnets, resolve_subnets
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.cloudprovider.types import InstanceType
-from karpenter_core.scheduling.requirements import Requirements
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 ARCH = "kubernetes.io/arch"

@@ -7,10 +7,10 @@ endpoint, so that azure-identity and the azure-mgmt-compute / azure-mgmt-network
 against it unmodified. See README.md in this directory.
 """
 
-from karpenter_azure.fake_arm.arm import Latency
 from karpenter_azure.fake_arm.faults import CapacityFault, FaultError, RequestFault
 from karpenter_azure.fake_arm.log import RequestLog, RequestRecord, Violation
 from karpenter_azure.fake_arm.server import FakeARM
+from karpenter_azure.fake_arm.state import Latency
 
 __all__ = [
     "CapacityFault",

@@ -15,8 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
 
-from karpenter_azure.fake_arm.arm import Latency
 from karpenter_azure.fake_arm.server import ADMIN_PREFIX, FakeARM
+from karpenter_azure.fake_arm.state import Latency
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ import copy
 import re
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from karpenter_azure.fake_arm import galleries, network, seed
 from karpenter_azure.fake_arm.common import (
@@ -22,12 +22,10 @@ from karpenter_azure.fake_arm.common import (
     now,
 )
 from karpenter_azure.fake_arm.faults import ASYNC_ERRORS, CapacityFault, arm_error, consume
-
-if TYPE_CHECKING:
-    from karpenter_azure.fake_arm.arm import ArmState
+from karpenter_azure.fake_arm.state import ArmStore
 
 
-def _vm_id(state: ArmState, args: Mapping[str, str]) -> str:
+def _vm_id(state: ArmStore, args: Mapping[str, str]) -> str:
     group = state.resource_groups[args["rg"].lower()]
     return (
         f"/subscriptions/{state.subscription_id}/resourceGroups/{group}/providers/"
@@ -35,7 +33,7 @@ def _vm_id(state: ArmState, args: Mapping[str, str]) -> str:
     )
 
 
-def get_vm(state: ArmState, args: Mapping[str, str], params: Mapping[str, str], _: Any) -> Answer:
+def get_vm(state: ArmStore, args: Mapping[str, str], params: Mapping[str, str], _: Any) -> Answer:
     """GET a VM (``$expand=instanceView`` adds its statuses)."""
     vm = state.vms.get(_vm_id(state, args).lower())
     if vm is None:
@@ -69,7 +67,7 @@ def vm_view(vm: Mapping[str, Any], instance_view: bool = False) -> dict[str, Any
     return view
 
 
-def list_vms(state: ArmState, args: Mapping[str, str], params: Mapping[str, str], _: Any) -> Answer:
+def list_vms(state: ArmStore, args: Mapping[str, str], params: Mapping[str, str], _: Any) -> Answer:
     """The VMs of a resource group, paged."""
     group = args["rg"].lower()
     prefix = f"/subscriptions/{state.subscription_id}/resourcegroups/{group}/".lower()
@@ -81,7 +79,7 @@ def list_vms(state: ArmState, args: Mapping[str, str], params: Mapping[str, str]
 
 
 def list_all_vms(
-    state: ArmState, _: Mapping[str, str], params: Mapping[str, str], __: Any
+    state: ArmStore, _: Mapping[str, str], params: Mapping[str, str], __: Any
 ) -> Answer:
     """The VMs of the subscription, paged."""
     vms = [vm_view(vm) for _, vm in sorted(state.vms.items())]
@@ -89,7 +87,7 @@ def list_all_vms(
     return 200, state.page(vms, path, params), {}
 
 
-def put_vm(state: ArmState, args: Mapping[str, str], _: Mapping[str, str], body: Any) -> Answer:
+def put_vm(state: ArmStore, args: Mapping[str, str], _: Mapping[str, str], body: Any) -> Answer:
     """Create a VM (201 and an operation) or update an existing one's tags."""
     vm_id = _vm_id(state, args)
     if not isinstance(body, dict):
@@ -159,7 +157,7 @@ def put_vm(state: ArmState, args: Mapping[str, str], _: Mapping[str, str], body:
     return 201, vm_view(vm), headers
 
 
-def _update_vm(state: ArmState, vm: dict[str, Any], body: Mapping[str, Any]) -> Answer:
+def _update_vm(state: ArmStore, vm: dict[str, Any], body: Mapping[str, Any]) -> Answer:
     provisioning = vm["properties"]["provisioningState"]
     if provisioning in ("Creating", "Deleting", "Updating"):
         raise ArmError(
@@ -184,7 +182,7 @@ def _update_vm(state: ArmState, vm: dict[str, Any], body: Mapping[str, Any]) -> 
 
 
 def _check_available(
-    state: ArmState,
+    state: ArmStore,
     sku: Mapping[str, Any],
     size: str,
     location: str,
@@ -210,7 +208,7 @@ def _check_available(
 
 
 def _capacity_fault(
-    state: ArmState, size: str, zone: str | None, priority: str
+    state: ArmStore, size: str, zone: str | None, priority: str
 ) -> CapacityFault | None:
     for fault in state.capacity_faults:
         if fault.matches(size, zone, priority):
@@ -221,7 +219,7 @@ def _capacity_fault(
 
 
 def _attachable_nics(
-    state: ArmState, vm_id: str, location: str, properties: Mapping[str, Any]
+    state: ArmStore, vm_id: str, location: str, properties: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
     references = (properties.get("networkProfile") or {}).get("networkInterfaces") or []
     if not references:
@@ -258,7 +256,7 @@ def _attachable_nics(
 
 
 def _check_image(
-    state: ArmState, sku: Mapping[str, Any], size: str, properties: Mapping[str, Any]
+    state: ArmStore, sku: Mapping[str, Any], size: str, properties: Mapping[str, Any]
 ) -> str:
     """The image's Hyper-V generation (V1 without a gallery image), after checking that it
     exists and that the size can boot it."""
@@ -306,7 +304,7 @@ def _check_os_profile(properties: Mapping[str, Any]) -> None:
 
 
 def _new_vm(
-    state: ArmState,
+    state: ArmStore,
     vm_id: str,
     name: str,
     location: str,
@@ -352,7 +350,7 @@ def _new_vm(
     return vm
 
 
-def delete_vm(state: ArmState, args: Mapping[str, str], _: Mapping[str, str], __: Any) -> Answer:
+def delete_vm(state: ArmStore, args: Mapping[str, str], _: Mapping[str, str], __: Any) -> Answer:
     """Start deleting a VM (202 and an operation); 204 when there is none."""
     vm_id = _vm_id(state, args)
     vm = state.vms.get(vm_id.lower())

@@ -4,26 +4,14 @@ same versions through their shared image galleries."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from karpenter_azure.fake_arm import seed
 from karpenter_azure.fake_arm.common import COMPUTE, Answer, ArmError, location_name
-
-if TYPE_CHECKING:
-    from karpenter_azure.fake_arm.arm import ArmState
+from karpenter_azure.fake_arm.state import ArmStore, ImageVersion
 
 
-@dataclass(slots=True)
-class ImageVersion:
-    """One version of an AKS node image definition."""
-
-    name: str
-    published: str
-    exclude_from_latest: bool = False
-
-
-def _versions(state: ArmState, gallery: str | None, image: str) -> list[ImageVersion]:
+def _versions(state: ArmStore, gallery: str | None, image: str) -> list[ImageVersion]:
     versions = state.images.get(((gallery or "").lower(), image.lower()))
     if versions is None:
         raise ArmError(
@@ -34,7 +22,7 @@ def _versions(state: ArmState, gallery: str | None, image: str) -> list[ImageVer
     return versions
 
 
-def _community_version(state: ArmState, args: Mapping[str, str], version: ImageVersion) -> dict:
+def _community_version(state: ArmStore, args: Mapping[str, str], version: ImageVersion) -> dict:
     gallery, image = args["gallery"], args["image"]
     return {
         "name": version.name,
@@ -52,7 +40,7 @@ def _community_version(state: ArmState, args: Mapping[str, str], version: ImageV
 
 
 def list_community_versions(
-    state: ArmState, args: Mapping[str, str], params: Mapping[str, str], _: Any
+    state: ArmStore, args: Mapping[str, str], params: Mapping[str, str], _: Any
 ) -> Answer:
     """The versions of a community gallery image, paged."""
     versions = _versions(state, args["gallery"], args["image"])
@@ -65,7 +53,7 @@ def list_community_versions(
 
 
 def get_community_version(
-    state: ArmState, args: Mapping[str, str], _: Mapping[str, str], __: Any
+    state: ArmStore, args: Mapping[str, str], _: Mapping[str, str], __: Any
 ) -> Answer:
     """One version of a community gallery image."""
     versions = _versions(state, args["gallery"], args["image"])
@@ -79,7 +67,7 @@ def get_community_version(
     return 200, _community_version(state, args, version), {}
 
 
-def _gallery_version(state: ArmState, args: Mapping[str, str], version: ImageVersion) -> dict:
+def _gallery_version(state: ArmStore, args: Mapping[str, str], version: ImageVersion) -> dict:
     version_id = (
         f"/subscriptions/{args['sub']}/resourceGroups/{args['rg']}/providers/{COMPUTE}/"
         f"galleries/{args['gallery']}/images/{args['image']}/versions/{version.name}"
@@ -102,7 +90,7 @@ def _gallery_version(state: ArmState, args: Mapping[str, str], version: ImageVer
 
 
 def list_gallery_versions(
-    state: ArmState, args: Mapping[str, str], params: Mapping[str, str], _: Any
+    state: ArmStore, args: Mapping[str, str], params: Mapping[str, str], _: Any
 ) -> Answer:
     """The versions of a shared image gallery image, paged."""
     gallery = community_name(args["rg"], args["gallery"])
@@ -115,7 +103,7 @@ def list_gallery_versions(
 
 
 def get_gallery_version(
-    state: ArmState, args: Mapping[str, str], _: Mapping[str, str], __: Any
+    state: ArmStore, args: Mapping[str, str], _: Mapping[str, str], __: Any
 ) -> Answer:
     """One version of a shared image gallery image."""
     gallery = community_name(args["rg"], args["gallery"])
@@ -130,7 +118,7 @@ def get_gallery_version(
     return 200, _gallery_version(state, args, version), {}
 
 
-def image_for(state: ArmState, image_id: str) -> ImageVersion | None:
+def image_for(state: ArmStore, image_id: str) -> ImageVersion | None:
     """The image version an image reference names (community or shared image gallery)."""
     parts = image_id.strip("/").split("/")
     lowered = [p.lower() for p in parts]

@@ -7,31 +7,13 @@ import copy
 import ipaddress
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from karpenter_azure.fake_arm.common import NETWORK, Answer, bad, location_name, not_found
-
-if TYPE_CHECKING:
-    from karpenter_azure.fake_arm.arm import ArmState
-
-RESERVED_ADDRESSES = 4
-"""Azure keeps the first four addresses of every subnet (network, gateway, two for DNS)."""
+from karpenter_azure.fake_arm.state import ArmStore, Subnet
 
 
-@dataclass(slots=True)
-class Subnet:
-    """A subnet of the fake VNet and the private addresses handed out in it."""
-
-    id: str
-    name: str
-    location: str
-    prefix: str
-    next_host: int = RESERVED_ADDRESSES
-    nic_ip_configs: list[str] = field(default_factory=list)
-
-
-def _nic_id(state: ArmState, args: Mapping[str, str]) -> str:
+def _nic_id(state: ArmStore, args: Mapping[str, str]) -> str:
     group = state.resource_groups[args["rg"].lower()]
     return (
         f"/subscriptions/{state.subscription_id}/resourceGroups/{group}/providers/"
@@ -39,7 +21,7 @@ def _nic_id(state: ArmState, args: Mapping[str, str]) -> str:
     )
 
 
-def get_nic(state: ArmState, args: Mapping[str, str], _: Mapping[str, str], __: Any) -> Answer:
+def get_nic(state: ArmStore, args: Mapping[str, str], _: Mapping[str, str], __: Any) -> Answer:
     """GET a network interface."""
     nic = state.nics.get(_nic_id(state, args).lower())
     if nic is None:
@@ -48,7 +30,7 @@ def get_nic(state: ArmState, args: Mapping[str, str], _: Mapping[str, str], __: 
 
 
 def list_nics(
-    state: ArmState, args: Mapping[str, str], params: Mapping[str, str], _: Any
+    state: ArmStore, args: Mapping[str, str], params: Mapping[str, str], _: Any
 ) -> Answer:
     """The network interfaces of a resource group, paged."""
     prefix = f"/subscriptions/{state.subscription_id}/resourcegroups/{args['rg']}/".lower()
@@ -61,7 +43,7 @@ def list_nics(
 
 
 def list_all_nics(
-    state: ArmState, _: Mapping[str, str], params: Mapping[str, str], __: Any
+    state: ArmStore, _: Mapping[str, str], params: Mapping[str, str], __: Any
 ) -> Answer:
     """The network interfaces of the subscription, paged."""
     nics = [copy.deepcopy(n) for _, n in sorted(state.nics.items())]
@@ -69,7 +51,7 @@ def list_all_nics(
     return 200, state.page(nics, path, params), {}
 
 
-def put_nic(state: ArmState, args: Mapping[str, str], _: Mapping[str, str], body: Any) -> Answer:
+def put_nic(state: ArmStore, args: Mapping[str, str], _: Mapping[str, str], body: Any) -> Answer:
     """Create (201) or update (200) a network interface, with an operation."""
     nic_id = _nic_id(state, args)
     if not isinstance(body, dict):
@@ -159,7 +141,7 @@ def put_nic(state: ArmState, args: Mapping[str, str], _: Mapping[str, str], body
     return status, copy.deepcopy(nic), headers
 
 
-def _allocate(state: ArmState, subnet: Subnet, nic_id: str) -> str:
+def _allocate(state: ArmStore, subnet: Subnet, nic_id: str) -> str:
     network = ipaddress.ip_network(subnet.prefix)
     if subnet.next_host >= network.num_addresses - 1:
         raise bad(
@@ -173,7 +155,7 @@ def _allocate(state: ArmState, subnet: Subnet, nic_id: str) -> str:
     return str(address)
 
 
-def delete_nic(state: ArmState, args: Mapping[str, str], _: Mapping[str, str], __: Any) -> Answer:
+def delete_nic(state: ArmStore, args: Mapping[str, str], _: Mapping[str, str], __: Any) -> Answer:
     """Start deleting a detached network interface; 204 when there is none."""
     nic_id = _nic_id(state, args)
     nic = state.nics.get(nic_id.lower())
@@ -193,7 +175,7 @@ def delete_nic(state: ArmState, args: Mapping[str, str], _: Mapping[str, str], _
     return 202, None, headers
 
 
-def remove_nic(state: ArmState, nic: Mapping[str, Any]) -> None:
+def remove_nic(state: ArmStore, nic: Mapping[str, Any]) -> None:
     """Drop a network interface from the state and its addresses from its subnet."""
     state.nics.pop(str(nic["id"]).lower(), None)
     for config in nic["properties"]["ipConfigurations"]:
@@ -202,7 +184,7 @@ def remove_nic(state: ArmState, nic: Mapping[str, Any]) -> None:
             subnet.nic_ip_configs.remove(nic["id"])
 
 
-def get_subnet(state: ArmState, args: Mapping[str, str], _: Mapping[str, str], __: Any) -> Answer:
+def get_subnet(state: ArmStore, args: Mapping[str, str], _: Mapping[str, str], __: Any) -> Answer:
     """GET a subnet with the IP configurations in it."""
     group = state.resource_groups[args["rg"].lower()]
     subnet_id = (

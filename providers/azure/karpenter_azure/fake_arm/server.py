@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from karpenter_azure.fake_arm import compute, seed, tls
-from karpenter_azure.fake_arm.arm import Answer, ArmState, Latency
+from karpenter_azure.fake_arm.arm import Answer, ArmState
 from karpenter_azure.fake_arm.faults import (
     CapacityFault,
     FaultError,
@@ -34,6 +34,7 @@ from karpenter_azure.fake_arm.faults import (
     consume,
 )
 from karpenter_azure.fake_arm.log import RequestLog, RequestRecord
+from karpenter_azure.fake_arm.state import Latency
 from karpenter_core.sdk.testing import (
     SHUTDOWN_POLL,
     TLSLoopbackServer,

@@ -21,6 +21,7 @@ from karpenter_azure.plugin import karpenter_register_providers
 from karpenter_azure.unavailable import UnavailableOfferings, capacity_error
 from karpenter_conformance.fakekube import FakeKube
 from karpenter_core.apis import labels as wk
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.cloudprovider.plugin import ProviderContext
@@ -30,7 +31,6 @@ from karpenter_core.cloudprovider.types import (
     NodeClaimNotFound,
     Offering,
 )
-from karpenter_core.scheduling.requirements import Requirements
 
 ZONES = ("eastus-1", "eastus-2", "eastus-3")
 

@@ -10,9 +10,10 @@ from urllib.parse import urlencode
 import pytest
 
 from karpenter_azure.fake_arm import odata, seed
-from karpenter_azure.fake_arm.arm import ArmState, Latency
+from karpenter_azure.fake_arm.arm import ArmState
 from karpenter_azure.fake_arm.faults import CapacityFault, FaultError, RequestFault
 from karpenter_azure.fake_arm.log import RequestLog, RequestRecord
+from karpenter_azure.fake_arm.state import Latency
 
 API = "api-version=2026-04-01"
 SUB = f"/subscriptions/{seed.SUBSCRIPTION_ID}"

@@ -22,7 +22,7 @@ from karpenter_azure.images import (
 )
 from karpenter_azure.nodeclass import AKSNodeClassSpec
 from karpenter_core.apis import labels as wk
-from karpenter_core.scheduling.requirements import Requirement, Requirements
+from karpenter_core.apis.requirements import Requirement, Requirements
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 

@@ -29,8 +29,8 @@ from karpenter_azure.instancetype import (
 )
 from karpenter_azure.skus import Sku, parse_size
 from karpenter_core.apis import labels as wk
+from karpenter_core.apis.requirements import Operator, Requirement, Requirements
 from karpenter_core.cloudprovider.types import InstanceType
-from karpenter_core.scheduling.requirements import Operator, Requirement, Requirements
 
 GIB = 2**30
 MIB = 2**20

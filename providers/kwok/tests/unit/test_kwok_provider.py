@@ -11,9 +11,9 @@ from kubernetes import client as k8s
 from pydantic import ValidationError
 
 from karpenter_core.apis import labels
-from karpenter_core.apis.crdgen import provider_crds
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
+from karpenter_core.cloudprovider.crds import provider_crds
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.cloudprovider.types import (
     CloudProviderError,
