@@ -236,6 +236,29 @@ def running_on_pool(
     ]
 
 
+def _leftovers(api: client.ApiClient, pool: str) -> str:
+    """What keeps a NodePool's cleanup waiting: its NodeClaims and Nodes with their deletion
+    times and finalizers, and the pods still bound to those Nodes."""
+    left = [
+        f"NodeClaim {c['metadata']['name']} (deleting since "
+        f"{c['metadata'].get('deletionTimestamp')}, finalizers "
+        f"{c['metadata'].get('finalizers')}, conditions "
+        f"{[(k.get('type'), k.get('status')) for k in c.get('status', {}).get('conditions', [])]})"
+        for c in nodeclaims(api, pool)
+    ]
+    for node in pool_nodes(api, pool):
+        bound = client.CoreV1Api(api).list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={node.metadata.name}"
+        )
+        left.append(
+            f"Node {node.metadata.name} (deleting since {node.metadata.deletion_timestamp}, "
+            f"finalizers {node.metadata.finalizers}, taints "
+            f"{[t.key for t in node.spec.taints or []]}, pods "
+            f"{[(p.metadata.namespace, p.metadata.name, p.metadata.deletion_timestamp) for p in bound.items]})"
+        )
+    return "; ".join(left) or "nothing"
+
+
 def cleanup_pool(api: client.ApiClient, pool: str, timeout: float = 60.0) -> None:
     """Delete the NodePool's NodeClaims and the NodePool, and wait until the Nodes are gone
     (the controller must still run: it holds the finalizers)."""
@@ -246,11 +269,14 @@ def cleanup_pool(api: client.ApiClient, pool: str, timeout: float = 60.0) -> Non
         except client.ApiException as error:
             if error.status != 404:
                 raise
-    wait_until(
-        lambda: not nodeclaims(api, pool) and not pool_nodes(api, pool),
-        f"NodePool {pool}'s NodeClaims and Nodes gone",
-        timeout=timeout,
-    )
+    try:
+        wait_until(
+            lambda: not nodeclaims(api, pool) and not pool_nodes(api, pool),
+            f"NodePool {pool}'s NodeClaims and Nodes gone",
+            timeout=timeout,
+        )
+    except TimeoutError as error:
+        raise TimeoutError(f"{error}; left: {_leftovers(api, pool)}") from None
     try:
         custom.delete_cluster_custom_object(*KARPENTER, "nodepools", pool)
     except client.ApiException as error:
