@@ -1,0 +1,1 @@
+"""Karpenter provider for Google Cloud."""
