@@ -341,7 +341,7 @@ class _OneRecord:
             "pip install azure-mgmt-containerservice",
         ),
         ("from azure.cosmos import CosmosClient", "pip install azure-cosmos"),
-        ("import google.cloud.compute_v1", "pip install google-cloud-compute"),
+        ("import google.cloud.storage", "pip install google-cloud-storage"),
         ("import yaml.missing_part", "pip install PyYAML"),
     ],
 )
