@@ -283,7 +283,7 @@ class Provisioner:
             if isinstance(pod, ClusterPod) and not pod.unschedulable
         }
         snapshot.pending = without_preemptors(snapshot.pending, awaiting, snapshot.nodes)
-        rescheduled = rescheduled_pods(snapshot)
+        rescheduled = rescheduled_pods(snapshot, context.now().timestamp())
         snapshot.pending += rescheduled
         if not snapshot.pending:
             return None

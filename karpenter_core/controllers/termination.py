@@ -109,7 +109,7 @@ def drain_plan(pods: Iterable[ClusterPod], now: datetime, deadline: datetime | N
         if deadline is not None and now >= deadline - timedelta(seconds=pod.grace_period):
             left = max(0, int((deadline - now).total_seconds()))
             plan.delete.append((pod, min(pod.grace_period, left)))
-        elif pod.annotations.get(wk.DO_NOT_DISRUPT) == "true":
+        elif pod.do_not_disrupt_active(now.timestamp()):
             plan.waiting += 1
         else:
             plan.evict.append(pod)

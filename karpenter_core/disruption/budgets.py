@@ -133,7 +133,7 @@ def allowed_by_nodepool(
     total: dict[str, int] = {}
     disrupting: dict[str, int] = {}
     for node in nodes:
-        if not node.initialized or node.nodepool is None:
+        if not node.initialized or node.nodepool is None or node.unclaimed:
             continue
         total[node.nodepool] = total.get(node.nodepool, 0) + 1
         if node.deleting or node.not_ready:

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.duration import parse_nillable_duration
-from karpenter_core.scheduling.cluster import budget_selector
+from karpenter_core.apis.v1.nodeclaim import CONDITION_DRIFTED
+from karpenter_core.scheduling.cluster import (
+    budget_selector,
+    currently_reschedulable,
+    tolerates_disruption,
+)
 from karpenter_core.scheduling.topology import LabelSelector
 
 if TYPE_CHECKING:
@@ -22,7 +27,9 @@ __all__ = [
     "Candidate",
     "PodDisruptionBudgets",
     "candidates",
+    "drift_order",
     "duration",
+    "evictable",
     "eviction_cost",
     "node_offering",
     "reschedulable",
@@ -32,8 +39,28 @@ DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 
 def reschedulable(node: NodeInfo) -> list[PodInfo]:
-    """The pods that would need a new home: not DaemonSet-owned, not mirror pods."""
-    return [p for p in node.pods if not p.is_daemon() and not p.is_mirror()]
+    """The pods that would need a new home (upstream's ``IsReschedulable``): not DaemonSet-owned,
+    not mirror pods, not terminating unless a StatefulSet's (its successor waits for it)."""
+    return [
+        p
+        for p in node.pods
+        if not p.is_daemon()
+        and not p.is_mirror()
+        and (not p.terminating or p.owner_kind == "StatefulSet")
+    ]
+
+
+def evictable(pod: PodInfo) -> bool:
+    """Disruption would call the Eviction API on the pod, so its PodDisruptionBudget counts
+    (upstream's ``IsEvictable``, less the do-not-disrupt check made before): not terminating,
+    not a mirror pod, not tolerating the ``karpenter.sh/disrupted:NoSchedule`` taint. DaemonSet
+    pods are evicted too."""
+    return (
+        not pod.terminating
+        and not pod.is_mirror()
+        and pod.owner_kind != "Node"
+        and not tolerates_disruption(pod)
+    )
 
 
 def eviction_cost(pod: PodInfo) -> float:
@@ -50,7 +77,8 @@ class PodDisruptionBudgets:
     """How many more disruptions each PodDisruptionBudget allows, and which pods it covers."""
 
     def __init__(self, pdbs: Sequence[Mapping[str, Any]], pods: Sequence[PodInfo]) -> None:
-        self.budgets: list[tuple[str, str, LabelSelector, int]] = []
+        self.budgets: list[tuple[str, str, LabelSelector, int, bool]] = []
+        """(namespace, name, selector, disruptions allowed, unhealthy pods always evictable)."""
         for pdb in pdbs:
             selector = budget_selector(pdb)
             if selector is None:
@@ -66,20 +94,28 @@ class PodDisruptionBudgets:
                     1 for p in pods if p.namespace == namespace and selector.matches(p.labels)
                 )
                 allowed = _allowed(spec, covered)
-            self.budgets.append((namespace, str(meta.get("name") or ""), selector, allowed))
+            unhealthy = spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
+            self.budgets.append(
+                (namespace, str(meta.get("name") or ""), selector, allowed, unhealthy)
+            )
 
     def blocking(self, pod: PodInfo) -> str | None:
-        """Why evicting ``pod`` is not allowed now, or None."""
+        """Why evicting ``pod`` is not allowed now, or None. A pod whose Ready condition is
+        False passes a budget with ``unhealthyPodEvictionPolicy: AlwaysAllow``, as the
+        Eviction API lets it through."""
         covering = [
-            (name, allowed)
-            for namespace, name, selector, allowed in self.budgets
+            (name, allowed, unhealthy)
+            for namespace, name, selector, allowed, unhealthy in self.budgets
             if namespace == pod.namespace and selector.matches(pod.labels)
         ]
         if len(covering) > 1:
-            names = ", ".join(sorted(name for name, _ in covering))
+            names = ", ".join(sorted(name for name, _, _ in covering))
             return f"pod {pod.key} is covered by several PodDisruptionBudgets ({names})"
-        if covering and covering[0][1] <= 0:
-            return f"PodDisruptionBudget {pod.namespace}/{covering[0][0]} allows no disruption of {pod.key}"
+        if not covering:
+            return None
+        name, allowed, unhealthy = covering[0]
+        if allowed <= 0 and not (unhealthy and pod.not_ready):
+            return f"PodDisruptionBudget {pod.namespace}/{name} allows no disruption of {pod.key}"
         return None
 
 
@@ -180,50 +216,92 @@ def lifetime_remaining(node: NodeInfo, nodepool: NodePool, now: datetime) -> flo
     return min(max(1 - age / expire.total_seconds(), 0.0), 1.0)
 
 
+def _pod_block(node: NodeInfo, pdbs: PodDisruptionBudgets, now: float) -> str | None:
+    """Why the node's pods stop its disruption, or None: a running pod protected by
+    ``karpenter.sh/do-not-disrupt`` (DaemonSet and mirror pods included, terminating pods not),
+    or a pod to evict whose PodDisruptionBudget allows no eviction (``evictable``)."""
+    for pod in node.pods:
+        if not pod.terminating and pod.do_not_disrupt_active(now):
+            until = pod.do_not_disrupt_until()
+            return f"pod {pod.key} is annotated {wk.DO_NOT_DISRUPT}" + (
+                f" (protected until {datetime.fromtimestamp(until, UTC):%Y-%m-%dT%H:%M:%SZ})"
+                if until is not None
+                else ""
+            )
+    if pdbs.budgets:
+        for pod in node.pods:
+            if evictable(pod) and (reason := pdbs.blocking(pod)) is not None:
+                return reason
+    return None
+
+
+def _grace_bounded(node: NodeInfo) -> bool:
+    """The node's NodeClaim sets ``terminationGracePeriod``: its drain ends in bounded time
+    whatever its pods' protections."""
+    return node.nodeclaim is not None and node.nodeclaim.spec.termination_grace_period is not None
+
+
+def _candidate(
+    snapshot: Snapshot, node: NodeInfo, nodepool: NodePool, pods: list[PodInfo], now: datetime
+) -> Candidate:
+    instance_type, offering = node_offering(
+        node, snapshot.instance_types.get(nodepool.metadata.name or "", ())
+    )
+    cost = sum(eviction_cost(p) for p in pods) * lifetime_remaining(node, nodepool, now)
+    return Candidate(node, nodepool, instance_type, offering, pods, cost)
+
+
 def candidates(
-    snapshot: Snapshot, now: datetime, include_blocked: bool = False
+    snapshot: Snapshot,
+    now: datetime,
+    include_blocked: bool = False,
+    eventual: list[Candidate] | None = None,
 ) -> tuple[list[Candidate], dict[str, str]]:
     """Every node disruption could act on, and why each other managed node is blocked.
 
-    Unmanaged nodes (no known NodePool), nodes not initialized or already deleting are not
-    candidates at all; nodes or pods annotated karpenter.sh/do-not-disrupt and pods whose
-    PodDisruptionBudget allows no eviction block their node (``include_blocked`` keeps them, for
-    expiration, which they do not stop).
+    Unmanaged nodes (no known NodePool, or labelled with one but without a NodeClaim), nodes
+    not initialized or already deleting (the Node or its NodeClaim) are not candidates at all;
+    nodes annotated karpenter.sh/do-not-disrupt "true", and pods that are protected by the
+    annotation or whose PodDisruptionBudget allows no eviction (``_pod_block``) block their node
+    (``include_blocked`` keeps them, for expiration, which they do not stop). ``eventual``, if
+    given, receives the nodes blocked only by their pods whose NodeClaim sets
+    terminationGracePeriod (upstream's eventual disruption: drift may take them), each with
+    only the pods eviction would move (``cluster.currently_reschedulable``).
     """
     nodepools = {np.metadata.name: np for np in snapshot.nodepools}
     pdbs = PodDisruptionBudgets(snapshot.pdbs, [p for n in snapshot.nodes for p in n.pods])
+    seconds = now.timestamp()
     out: list[Candidate] = []
     blocked: dict[str, str] = {}
     for node in snapshot.nodes:
         nodepool = nodepools.get(node.nodepool or "")
-        if nodepool is None or not node.initialized or node.deleting:
+        if nodepool is None or node.unclaimed or not node.initialized or node.deleting:
             continue
         pods = reschedulable(node)
-        reason = (
-            f"node {node.name} is annotated {wk.DO_NOT_DISRUPT}"
-            if node.annotations.get(wk.DO_NOT_DISRUPT) == "true"
-            else None
-        )
-        reason = (
-            reason
-            or next(
-                (
-                    f"pod {p.key} is annotated {wk.DO_NOT_DISRUPT}"
-                    for p in node.pods
-                    if p.annotations.get(wk.DO_NOT_DISRUPT) == "true"
-                ),
-                None,
-            )
-            or next((r for r in map(pdbs.blocking, pods) if r is not None), None)
-        )
-        if reason is not None:
-            blocked[node.name] = reason
+        if node.annotations.get(wk.DO_NOT_DISRUPT) == "true":
+            blocked[node.name] = f"node {node.name} is annotated {wk.DO_NOT_DISRUPT}"
             if not include_blocked:
                 continue
-        instance_type, offering = node_offering(
-            node, snapshot.instance_types.get(nodepool.metadata.name or "", ())
-        )
-        cost = sum(eviction_cost(p) for p in pods) * lifetime_remaining(node, nodepool, now)
-        out.append(Candidate(node, nodepool, instance_type, offering, pods, cost))
+        elif (reason := _pod_block(node, pdbs, seconds)) is not None:
+            blocked[node.name] = reason
+            if eventual is not None and _grace_bounded(node):
+                moved = currently_reschedulable(pods, snapshot.pdbs, seconds)
+                eventual.append(_candidate(snapshot, node, nodepool, moved, now))
+            if not include_blocked:
+                continue
+        out.append(_candidate(snapshot, node, nodepool, pods, now))
     out.sort(key=lambda c: (c.cost, c.name))
     return out, blocked
+
+
+def drift_order(candidate: Candidate, now: datetime) -> tuple[bool, float, float, str]:
+    """The order drift takes drifted candidates in, as upstream: those without pods to move
+    first, then the earliest drifted (the NodeClaim's Drifted condition's lastTransitionTime;
+    a drift found now, without the condition, counts from ``now``), then the oldest."""
+    claim = candidate.node.nodeclaim
+    since = now.timestamp()
+    if claim is not None:
+        condition = next((c for c in claim.status.conditions if c.type == CONDITION_DRIFTED), None)
+        if condition is not None and condition.status == "True":
+            since = min(since, condition.last_transition_time.timestamp())
+    return (bool(candidate.pods), since, candidate.node.created, candidate.name)

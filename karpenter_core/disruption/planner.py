@@ -20,7 +20,7 @@ from karpenter_core.apis.requirements import Requirements
 from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
 from karpenter_core.disruption.balanced import Score, Scorer
 from karpenter_core.disruption.budgets import DRIFTED, EMPTY, UNDERUTILIZED, allowed_by_nodepool
-from karpenter_core.disruption.candidates import Candidate, candidates, duration
+from karpenter_core.disruption.candidates import Candidate, candidates, drift_order, duration
 from karpenter_core.disruption.simulation import Simulator, bound_to
 from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results
 from karpenter_core.scheduling.snapshot import NodeInfo, Snapshot
@@ -303,7 +303,8 @@ def _next_command(
     simulator: Simulator | None = None,
     tried: set[str] | None = None,
 ) -> Command | None:
-    found, why = candidates(snapshot, now)
+    eventual: list[Candidate] = []
+    found, why = candidates(snapshot, now, eventual=eventual)
     blocked.update(why)
     found = [c for c in found if c.name not in exclude]
     consolidatable = [c for c in found if not _unconsolidatable(c, now)]
@@ -323,9 +324,10 @@ def _next_command(
         return Command("empty", [c for c in empty if c.nodepool.metadata.name == pool])
 
     compiled: dict[str, tuple[str, Requirements]] = {}
-    drift = {c.name: r for c in found if (r := _drift_reason(c, options, compiled))}
-    drifted = [c for c in found if c.name in drift]
-    drifted.sort(key=lambda c: (bool(c.pods), c.node.created, c.name))
+    drifting = [*found, *(c for c in eventual if c.name not in exclude)]
+    drift = {c.name: r for c in drifting if (r := _drift_reason(c, options, compiled))}
+    drifted = [c for c in drifting if c.name in drift]
+    drifted.sort(key=lambda c: drift_order(c, now))
     for candidate in _allowed(drifted, _budget(snapshot, DRIFTED, now)):
         results = simulator.run([candidate], Minimize.PRICE)
         if not _stranded(results, [candidate]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -135,7 +136,7 @@ def build_snapshot(
             )
         else:
             notes.append(f"skipped {doc.describe()}: not used by the simulation")
-    _pair(nodes, snapshot.nodeclaims)
+    notes.extend(_pair(nodes, snapshot.nodeclaims))
     snapshot.nodeclaims = with_expected_allocatable(
         snapshot.nodeclaims, {it.name: it for it in catalog}
     )
@@ -160,18 +161,31 @@ def build_snapshot(
     return built
 
 
-def _pair(nodes: Mapping[str, NodeInfo], nodeclaims: Sequence[NodeClaim]) -> None:
+def _pair(nodes: Mapping[str, NodeInfo], nodeclaims: Sequence[NodeClaim]) -> list[str]:
     """Each Node seen with its NodeClaim (``cluster.paired``), as the controller sees it:
     launching until initialized, and being deleted while its NodeClaim is
-    (``cluster.with_nodeclaim``)."""
-    for name, claim in paired(nodes.values(), nodeclaims).items():
-        with_nodeclaim(nodes[name], claim)
+    (``cluster.with_nodeclaim``). When the input holds NodeClaims, a Node labelled with a
+    NodePool without one is not Karpenter's (a note says so); when it holds none (``kubectl get
+    nodes`` without ``nodeclaims``), the input cannot tell, and such Nodes are taken as
+    launched by Karpenter."""
+    if not nodeclaims:
+        return []
+    pairs = paired(nodes.values(), nodeclaims)
+    notes = []
+    for name, node in nodes.items():
+        with_nodeclaim(node, pairs.get(name))
+        if node.unclaimed:
+            notes.append(
+                f"Node {name} is labelled {wk.NODEPOOL}={node.nodepool} but no NodeClaim in "
+                "the input is its own: not launched by Karpenter, so never disrupted"
+            )
+    return notes
 
 
 def _reschedule(snapshot: Snapshot, notes: list[str]) -> None:
     """The pods of nodes being deleted that are to be evicted move to the pending pods, as
     the controller provisions for them (``cluster.rescheduled_pods``)."""
-    moving = rescheduled_pods(snapshot)
+    moving = rescheduled_pods(snapshot, time.time())
     if not moving:
         return
     keys = {pod.key for pod in moving}

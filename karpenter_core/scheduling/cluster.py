@@ -44,6 +44,7 @@ __all__ = [
     "check_budget",
     "claim_capacity",
     "claim_instance_types",
+    "currently_reschedulable",
     "daemonset_pods",
     "going",
     "in_flight",
@@ -52,6 +53,7 @@ __all__ = [
     "not_launchable",
     "paired",
     "rescheduled_pods",
+    "tolerates_disruption",
     "with_expected_allocatable",
     "with_nodeclaim",
 ]
@@ -135,9 +137,15 @@ def going(node: NodeInfo, claim: NodeClaim | None, marked: Set[str] = frozenset(
     )
 
 
-def with_nodeclaim(node: NodeInfo, claim: NodeClaim) -> None:
+def with_nodeclaim(node: NodeInfo, claim: NodeClaim | None) -> None:
     """The node as its NodeClaim makes it (in place): launching until initialized
-    (``as_launching``), and marked for deletion while the NodeClaim is being deleted."""
+    (``as_launching``), and marked for deletion while the NodeClaim is being deleted. Without
+    a NodeClaim, a node labelled with a NodePool is ``unclaimed`` (not Karpenter's to
+    disrupt)."""
+    node.nodeclaim = claim
+    if claim is None:
+        node.unclaimed = node.nodepool is not None
+        return
     as_launching(node, claim)
     if nodeclaim_deleting(claim):
         node.marked_for_deletion = node.deleting = True
@@ -295,34 +303,40 @@ def with_expected_allocatable(
     return out
 
 
-def rescheduled_pods(snapshot: Snapshot) -> list[PodInfo]:
+def rescheduled_pods(snapshot: Snapshot, now: float) -> list[PodInfo]:
     """The pods of the nodes marked for deletion that provisioning places again, as unbound
     copies (upstream's ``CurrentlyReschedulablePods``): not DaemonSet-owned or mirror pods; not
-    terminating, except StatefulSet pods (their successor waits for them to go); not annotated
-    ``karpenter.sh/do-not-disrupt: "true"``; not held by a PodDisruptionBudget that allows no
-    eviction ever (maxUnavailable 0 or 0%, minAvailable 100%), nor covered by several budgets
-    (the Eviction API refuses such pods)."""
+    terminating, except StatefulSet pods (their successor waits for them to go); not protected
+    by ``karpenter.sh/do-not-disrupt`` at ``now`` (``PodInfo.do_not_disrupt_active``); not held
+    by a PodDisruptionBudget that allows no eviction ever (maxUnavailable 0 or 0%, minAvailable
+    100%), nor covered by several budgets (the Eviction API refuses such pods)."""
     nodes = [node for node in snapshot.nodes if node.marked_for_deletion and node.pods]
     if not nodes:
         return []
-    budgets = [_budget(pdb) for pdb in snapshot.pdbs]
     out = []
-    for node in nodes:
-        for pod in node.pods:
-            if _reschedulable(pod) and not _blocked(pod, budgets):
-                clone = copy.copy(pod)
-                clone.node_name = None
-                clone.nominated_node = None
-                out.append(clone)
+    for pod in currently_reschedulable([p for n in nodes for p in n.pods], snapshot.pdbs, now):
+        clone = copy.copy(pod)
+        clone.node_name = None
+        clone.nominated_node = None
+        out.append(clone)
     return out
 
 
-def _reschedulable(pod: PodInfo) -> bool:
+def currently_reschedulable(
+    pods: Iterable[PodInfo], pdbs: Sequence[Mapping[str, Any]], now: float
+) -> list[PodInfo]:
+    """Those of ``pods`` that are evicted and need a new home when their node goes, as
+    ``rescheduled_pods`` describes (``pdbs``: the cluster's PodDisruptionBudgets)."""
+    budgets = [_budget(pdb) for pdb in pdbs]
+    return [pod for pod in pods if _reschedulable(pod, now) and not _blocked(pod, budgets)]
+
+
+def _reschedulable(pod: PodInfo, now: float) -> bool:
     if pod.is_daemon() or pod.owner_kind == "Node" or pod.is_mirror():
         return False
     if pod.terminating:
         return pod.owner_kind == "StatefulSet"
-    return pod.annotations.get(wk.DO_NOT_DISRUPT) != "true"
+    return not pod.do_not_disrupt_active(now)
 
 
 _SELECTOR_OPERATORS = {"In": True, "NotIn": True, "Exists": False, "DoesNotExist": False}
@@ -404,25 +418,35 @@ def budget_selector(pdb: Mapping[str, Any]) -> LabelSelector | None:
     return LabelSelector.from_manifest(spec.get("selector"))
 
 
-def _budget(pdb: Mapping[str, Any]) -> tuple[str, LabelSelector | None, bool]:
-    """(namespace, selector, allows no eviction ever) of a PodDisruptionBudget."""
+def tolerates_disruption(pod: PodInfo) -> bool:
+    """The pod tolerates the ``karpenter.sh/disrupted:NoSchedule`` taint: it stays on a node
+    being disrupted, so disruption never evicts it."""
+    return untolerated((_DISRUPTED,), pod.tolerations) is None
+
+
+def _budget(pdb: Mapping[str, Any]) -> tuple[str, LabelSelector | None, bool, bool]:
+    """(namespace, selector, allows no eviction ever, lets pods that are not Ready go:
+    ``unhealthyPodEvictionPolicy: AlwaysAllow``) of a PodDisruptionBudget."""
     meta = pdb.get("metadata") or {}
     selector = budget_selector(pdb)
     spec = pdb.get("spec") if selector is not None else None
     never = isinstance(spec, Mapping) and (
         spec.get("maxUnavailable") in (0, "0%") or spec.get("minAvailable") == "100%"
     )
-    return str(meta.get("namespace") or "default"), selector, never
+    unhealthy = (
+        isinstance(spec, Mapping) and spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
+    )
+    return str(meta.get("namespace") or "default"), selector, never, unhealthy
 
 
-def _blocked(pod: PodInfo, budgets: Sequence[tuple[str, LabelSelector | None, bool]]) -> bool:
+def _blocked(pod: PodInfo, budgets: Sequence[tuple[str, LabelSelector | None, bool, bool]]) -> bool:
     """Evicting the pod can never succeed. Terminating pods and pods that tolerate the disrupted
     taint are not evicted, so no budget holds them."""
-    if not budgets or pod.terminating or untolerated((_DISRUPTED,), pod.tolerations) is None:
+    if not budgets or pod.terminating or tolerates_disruption(pod):
         return False
     covering = [
-        never
-        for namespace, selector, never in budgets
+        never and not (unhealthy and pod.not_ready)
+        for namespace, selector, never, unhealthy in budgets
         if namespace == pod.namespace and selector is not None and selector.matches(pod.labels)
     ]
     return len(covering) > 1 or any(covering)

@@ -10,9 +10,11 @@ import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Self
 
 from karpenter_core.apis import labels as wk
+from karpenter_core.apis.duration import DurationError, parse_duration
 from karpenter_core.apis.quantity import QuantityError, parse_quantity, to_milli
 from karpenter_core.apis.requirements import Requirements
 from karpenter_core.scheduling.taints import Taint, Toleration
@@ -126,6 +128,17 @@ def timestamp(value: Any) -> float:
         return 0.0
 
 
+@lru_cache(maxsize=256)
+def _protection(value: str) -> float | None:
+    """Seconds a ``karpenter.sh/do-not-disrupt`` duration protects a pod; None when the value
+    is not a positive Go duration (upstream then ignores the annotation)."""
+    try:
+        seconds = parse_duration(value).total_seconds()
+    except DurationError:
+        return None
+    return seconds if seconds > 0 else None
+
+
 class PodInfo:
     """A pod as the scheduler sees it."""
 
@@ -143,12 +156,14 @@ class PodInfo:
         "node_name",
         "node_selector",
         "nominated_node",
+        "not_ready",
         "owner_kind",
         "owner_name",
         "pod_affinity",
         "pod_anti_affinity",
         "priority",
         "requests",
+        "start_time",
         "terminating",
         "tolerations",
         "topology_spread",
@@ -212,6 +227,10 @@ class PodInfo:
         self.nominated_node = nominated_node
         self.terminating = terminating
         """Asked to terminate (``metadata.deletionTimestamp`` set)."""
+        self.start_time: float | None = None
+        """When the kubelet started the pod (``status.startTime``; None: not known)."""
+        self.not_ready = False
+        """The pod's Ready condition is False (an unhealthy pod to a PodDisruptionBudget)."""
 
     @classmethod
     def from_manifest(cls, obj: Mapping[str, Any]) -> Self:
@@ -224,7 +243,13 @@ class PodInfo:
             spec,
             meta,
         )
-        pod.nominated_node = (obj.get("status") or {}).get("nominatedNodeName") or None
+        status = obj.get("status") or {}
+        pod.nominated_node = status.get("nominatedNodeName") or None
+        pod.start_time = timestamp(status.get("startTime")) or None
+        pod.not_ready = any(
+            c.get("type") == "Ready" and c.get("status") == "False"
+            for c in status.get("conditions") or ()
+        )
         return pod
 
     @classmethod
@@ -314,6 +339,31 @@ class PodInfo:
         """A static pod's mirror (the kubelet runs it)."""
         return wk.MIRROR_POD in self.annotations
 
+    def do_not_disrupt_active(self, now: float) -> bool:
+        """The ``karpenter.sh/do-not-disrupt`` annotation protects the pod at ``now`` (seconds
+        since the epoch), as upstream reads it: "true" always; a positive duration ("2m", "4h")
+        from the pod's start for that long (always while the start is not known); any other
+        value not at all."""
+        value = self.annotations.get(wk.DO_NOT_DISRUPT)
+        if value is None:
+            return False
+        if value == "true":
+            return True
+        protected = _protection(value)
+        if protected is None:
+            return False
+        return self.start_time is None or now - self.start_time < protected
+
+    def do_not_disrupt_until(self) -> float | None:
+        """When a duration-valued ``karpenter.sh/do-not-disrupt`` stops protecting the pod
+        (seconds since the epoch); None for no annotation, "true", an unreadable value or a
+        pod whose start is not known."""
+        value = self.annotations.get(wk.DO_NOT_DISRUPT)
+        if value is None or value == "true" or self.start_time is None:
+            return None
+        protected = _protection(value)
+        return None if protected is None else self.start_time + protected
+
     def __repr__(self) -> str:
         return f"PodInfo({self.key})"
 
@@ -335,11 +385,13 @@ class NodeInfo:
         "last_pod_event",
         "marked_for_deletion",
         "name",
+        "nodeclaim",
         "nodepool",
         "not_ready",
         "pods",
         "provider_id",
         "taints",
+        "unclaimed",
     )
 
     def __init__(
@@ -380,6 +432,11 @@ class NodeInfo:
         self.created = created
         self.last_pod_event = 0.0
         """When a pod was last bound to or removed from the node (0: unknown)."""
+        self.nodeclaim: NodeClaim | None = None
+        """The node's NodeClaim, when the snapshot pairs one with it (``cluster.with_nodeclaim``)."""
+        self.unclaimed = False
+        """Labelled with a NodePool but known to have no NodeClaim: Karpenter did not launch
+        it (or its NodeClaim is gone), so it is no disruption candidate, as upstream."""
         self._label_requirements: Requirements | None = None
         self._requirement_labels: dict[str, str] | None = None
         self._cached_usage: (

@@ -88,7 +88,6 @@ class ClusterPod(PodInfo):
         "priority_class",
         "ready_time",
         "scheduled_time",
-        "start_time",
         "unschedulable",
     )
 
@@ -103,7 +102,6 @@ class ClusterPod(PodInfo):
         """The kube-scheduler (``default-scheduler``) has not decided yet: no PodScheduled
         condition and no scheduling gate."""
         self.priority_class = ""
-        self.start_time: float | None = None
         self.ready_time: float | None = None
         """When the Ready condition last became True."""
         self.scheduled_time: float | None = None
@@ -120,7 +118,6 @@ class ClusterPod(PodInfo):
         pod.grace_period = int(grace) if grace is not None else 30
         pod.nominated_node = str(status.get("nominatedNodeName") or "")
         pod.priority_class = str(spec.get("priorityClassName") or "")
-        pod.start_time = _time(status.get("startTime"))
         conditions = status.get("conditions") or ()
         pod.awaiting_scheduler = (
             (spec.get("schedulerName") or DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
@@ -665,8 +662,7 @@ class ClusterState:
             view.pods = bound.get(node.name, [])
             view.last_pod_event = last_pod_event.get(node.name, 0.0)
             claim = pairs.get(node.name)
-            if claim is not None:
-                with_nodeclaim(view, claim)
+            with_nodeclaim(view, claim)
             if going(node, claim, marked):
                 view.marked_for_deletion = view.deleting = True
             views.append(view)

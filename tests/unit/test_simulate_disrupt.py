@@ -364,6 +364,9 @@ status:
         + pods(["a-0"], "waiting-1")
         + pods(["b-0"], "busy-1")
         + claim
+        # Where the input holds NodeClaims, a Node without its own is not Karpenter's.
+        + claim.replace("waiting-claim", "busy-claim").replace("waiting-1", "busy-1")
+        + claim.replace("waiting-claim", "never-claim").replace("waiting-1", "never-1")
     )
     report = simulate(tmp_path, manifests, "--disrupt")
     took = (datetime.now(UTC) - started).total_seconds()
