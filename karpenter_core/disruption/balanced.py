@@ -103,7 +103,7 @@ class Scorer:
             disruption = dict.fromkeys(self._balanced, 0.0)
             for node in self._snapshot.nodes:
                 name = node.nodepool
-                if name not in cost:
+                if name not in cost or node.unclaimed:
                     continue
                 types = self._snapshot.instance_types.get(name, ())
                 _, offering = node_offering(node, types)

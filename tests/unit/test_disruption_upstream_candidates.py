@@ -13,6 +13,7 @@ from typing import Any
 
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.controllers.termination import drain_plan
+from karpenter_core.disruption.balanced import Scorer
 from karpenter_core.disruption.budgets import allowed_by_nodepool
 from karpenter_core.disruption.candidates import candidates
 from karpenter_core.disruption.planner import Options
@@ -390,3 +391,13 @@ def test_a_labelled_node_without_a_nodeclaim_is_not_managed():
     assert [c.name for c in found] == ["managed"]
     allowed = allowed_by_nodepool([pool(budgets=[{"nodes": "100%"}])], nodes, "Empty", NOW)
     assert allowed == {"default": 1}
+
+
+def test_a_node_without_a_nodeclaim_is_not_in_a_balanced_nodepools_totals():
+    # Upstream's Balanced totals come from its cost tracker: the NodePool's NodeClaims.
+    orphan = node("orphan", pods=[running("web-0", "orphan")])
+    with_nodeclaim(orphan, None)
+    nodes = [orphan, claimed(node("managed", pods=[running("web-1", "managed")]))]
+    totals = Scorer(snapshot(nodes, [pool(policy="Balanced")])).totals()
+    assert totals["default"].cost == 0.20  # the managed c-4 alone
+    assert totals["default"].disruption == 2.0  # 1 for the node, 1 for its pod
