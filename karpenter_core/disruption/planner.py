@@ -14,6 +14,7 @@ import copy
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.requirements import Requirements
@@ -24,6 +25,10 @@ from karpenter_core.disruption.candidates import Candidate, candidates, duration
 from karpenter_core.disruption.simulation import Simulator, bound_to
 from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results
 from karpenter_core.scheduling.snapshot import NodeInfo, Snapshot
+
+if TYPE_CHECKING:
+    from karpenter_core.apis.requirements import Requirement
+    from karpenter_core.cloudprovider.types import InstanceType, Offering
 
 __all__ = ["Command", "Options", "Plan", "as_node", "next_command", "plan", "still_valid"]
 
@@ -214,55 +219,113 @@ def _drift_reason(
     return options.drifted(candidate) if options.drifted else ""
 
 
+_LAUNCH_ORDER = (wk.CAPACITY_TYPE_RESERVED, wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)
+"""The capacity type a launch takes when a NodeClaim allows several, first that is offered."""
+
+
+def _launch(
+    it: InstanceType, requirements: Requirements, spot_only: bool
+) -> tuple[float, Offering] | None:
+    """What launching ``it`` under ``requirements`` may cost at worst, over the zones it may land
+    in, with the cheapest offering it would launch as: of the capacity type a launch takes
+    (reserved, else spot, else on-demand), as upstream's WorstLaunchPrice. None when no
+    available offering is allowed."""
+    allowed = [
+        o
+        for o in it.offerings
+        if o.available
+        and (not spot_only or o.capacity_type == wk.CAPACITY_TYPE_SPOT)
+        and requirements.intersects(o.requirements) is None
+    ]
+    for capacity_type in _LAUNCH_ORDER:
+        same = [o for o in allowed if o.capacity_type == capacity_type]
+        if same:
+            return max(o.price for o in same), min(same, key=lambda o: (o.price, o.zone))
+    return None
+
+
+def _min_values_needed(
+    kept: Sequence[InstanceType], claim: NewNodeClaim, options: Options
+) -> int | None:
+    """How many of ``kept`` (cheapest first) meet the NodePool's minValues, or None when all of
+    them do not: under BestEffort, minValues as the simulation relaxed them (to the values all
+    the claim's types span), as upstream checks the trimmed replacement."""
+    needed = 0
+    for key, requirement in claim.requirements.items():
+        if not requirement.min_values:
+            continue
+        minimum = requirement.min_values
+        if options.min_values_policy == "BestEffort":
+            minimum = min(minimum, len(_values(claim.instance_types, key, requirement)))
+        for count in range(1, len(kept) + 1):
+            if len(_values(kept[:count], key, requirement)) >= minimum:
+                needed = max(needed, count)
+                break
+        else:
+            return None
+    return needed
+
+
+def _values(types: Sequence[InstanceType], key: str, allowed: Requirement) -> set[str]:
+    """The values of ``key`` that ``types`` span, within ``allowed``."""
+    out: set[str] = set()
+    for it in types:
+        requirement = it.requirements.get(key)
+        if requirement is not None and not requirement.complement:
+            out.update(v for v in requirement.values if allowed.has(v))
+    return out
+
+
 def _replacement(
     candidates_: Sequence[Candidate], claim: NewNodeClaim, options: Options
 ) -> NewNodeClaim | None:
-    """The cheapest launch strictly cheaper than the candidates, following the capacity rules.
+    """The launch that replaces the candidates: the claim's types that cost less at worst (in
+    every zone they may launch in) than the candidates, following the capacity rules, as long
+    as they still meet the NodePool's minValues.
 
     Spot is never replaced by on-demand; spot by spot only with the SpotToSpotConsolidation
-    gate and, for a single node, at least 15 cheaper types (the replacement keeps the 15 cheapest).
+    gate and, for a single node, at least 15 cheaper types (the replacement keeps the 15
+    cheapest, or as many as minValues need).
     """
     prices = [c.price for c in candidates_]
     if any(p is None for p in prices):
         return None
-    total = sum(p for p in prices if p is not None)
+    limit = sum(p for p in prices if p is not None)
     all_spot = all(c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates_)
     if all_spot and not options.spot_to_spot:
         return None
-    choices = []
+    launches = {}
     for it in claim.instance_types:
-        for offering in it.offerings:
-            if not offering.available or offering.price >= total:
-                continue
-            if all_spot and offering.capacity_type != wk.CAPACITY_TYPE_SPOT:
-                continue
-            if claim.requirements.intersects(offering.requirements) is not None:
-                continue
-            choices.append((offering.price, offering.zone, it.name, it, offering))
-    if not choices:
-        return None
+        launch = _launch(it, claim.requirements, all_spot)
+        if launch is not None and launch[0] < limit:
+            launches[it.name] = launch
     if len(candidates_) > 1:
         # Merging nodes into one of their own instance types only pays if the replacement is
         # cheaper than the cheapest candidate of a type it could launch as (upstream's rule).
-        option_names = {it.name for it in claim.instance_types}
         same = [
             c.price
             for c in candidates_
-            if c.instance_type is not None and c.instance_type.name in option_names and c.price
+            if c.instance_type is not None and c.instance_type.name in launches and c.price
         ]
         if same:
-            ceiling = min(same)
-            choices = [c for c in choices if c[0] < ceiling]
-    if not choices:
+            limit = min(same)
+            launches = {name: launch for name, launch in launches.items() if launch[0] < limit}
+    # The claim's types come cheapest first.
+    kept = [it for it in claim.instance_types if it.name in launches]
+    if not kept:
         return None
-    choices.sort(key=lambda c: c[:3])
-    kept_types = list(dict.fromkeys(c[3] for c in choices))
+    needed = _min_values_needed(kept, claim, options)
+    if needed is None:
+        return None
     if all_spot and len(candidates_) == 1:
-        if len(kept_types) < SPOT_TO_SPOT_OPTIONS:
+        if len(kept) < SPOT_TO_SPOT_OPTIONS:
             return None
-        kept_types = kept_types[:SPOT_TO_SPOT_OPTIONS]
-    _, _, _, instance_type, offering = choices[0]
-    return replace(claim, instance_types=kept_types, instance_type=instance_type, offering=offering)
+        kept = kept[: max(SPOT_TO_SPOT_OPTIONS, needed)]
+    instance_type = min(
+        kept, key=lambda it: (launches[it.name][1].price, launches[it.name][1].zone, it.name)
+    )
+    offering = launches[instance_type.name][1]
+    return replace(claim, instance_types=kept, instance_type=instance_type, offering=offering)
 
 
 def _consolidate(
