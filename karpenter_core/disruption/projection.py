@@ -79,6 +79,7 @@ def as_it_will_be(
         Minimize.NODECLAIMS,
         ignore_preferences=ignore_preferences,
         min_values_strict=min_values_strict,
+        rescheduled={pod.key for pod in unbound},
     )
     nodes = []
     placed: set[str] = set()

@@ -96,6 +96,7 @@ class Simulator:
             ignore_preferences=self.ignore_preferences,
             min_values_strict=self.min_values_strict,
             prepared=self.prepared,
+            rescheduled={p.key for p in moved},
         )
 
     def cannot_consolidate(self, removed: Sequence[Candidate]) -> bool:

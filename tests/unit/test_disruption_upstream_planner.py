@@ -7,13 +7,17 @@ upstream case (Describe > Context > It) it follows."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
+
+import pytest
 
 from karpenter_core.apis.requirements import Requirement, Requirements
 from karpenter_core.cloudprovider.types import InstanceType, Offering
 from karpenter_core.disruption.planner import Options, Plan, plan
 from karpenter_core.scheduling.snapshot import NodeInfo
 from tests.unit.disruption_fixtures import NOW, node, pod, pool, snapshot, summary
+from tests.unit.scheduling_fixtures import pvc, storage_class
 from tests.unit.upstream_fake_catalog import CAPACITY_TYPE, ZONE, fake_instance_type
 
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
@@ -191,3 +195,52 @@ def test_an_on_demand_replacement_dearer_in_every_allowed_offering_is_refused():
     )
     result = plan(snapshot([on("n-0", current, catalog)], [nodepool], catalog=catalog), NOW)
     assert result.commands == []
+
+
+# --- local volumes --------------------------------------------------------------------------------
+
+
+def _local_pv(name: str, host: str, source: str) -> dict[str, Any]:
+    """A local (or hostPath) PersistentVolume usable only on node ``host``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "10Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            source: {"path": "/mnt/local-disks"},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": HOSTNAME, "operator": "In", "values": [host]}
+                            ]
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
+
+@pytest.mark.parametrize("source", ["local", "hostPath"])
+def test_a_node_with_a_local_volume_can_be_replaced(source):
+    # upstream: "Simulate Scheduling > can replace node with a local PV (ignoring hostname
+    # affinity)". The StatefulSet pod's claim names its volume but, as in upstream's case, has no
+    # pv.kubernetes.io/bind-completed annotation: the pod runs, so its claim is not checked again
+    # as a pending pod's would be; the volume's hostname affinity is dropped, the node replaced.
+    db = pod("db-0", "n-0", owner=("StatefulSet", "db"), claims=["data"])
+    claim = pvc("data", storage_class="local-path", volume="pv-0")
+    del claim["metadata"]["annotations"]
+    claim["status"] = {}
+    cluster = replace(
+        snapshot([node("n-0", "c-8", pods=[db])], [pool(budgets=ALL)]),
+        persistent_volumes=[_local_pv("pv-0", "n-0", source)],
+        persistent_volume_claims=[claim],
+        storage_classes=[storage_class("local-path")],
+    )
+    result = plan(cluster, NOW)
+    assert [(c, n) for c, n, _ in summary(result)] == [("underutilized", ["n-0"])]
+    assert len(result.commands[0].replacements) == 1
