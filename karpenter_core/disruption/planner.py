@@ -22,7 +22,8 @@ from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
 from karpenter_core.disruption.balanced import Score, Scorer
 from karpenter_core.disruption.budgets import DRIFTED, EMPTY, UNDERUTILIZED, allowed_by_nodepool
 from karpenter_core.disruption.candidates import Candidate, candidates, duration
-from karpenter_core.disruption.simulation import Simulator, bound_to
+from karpenter_core.disruption.projection import launching_node
+from karpenter_core.disruption.simulation import Simulator, bound_to, remaining
 from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results
 from karpenter_core.scheduling.snapshot import NodeInfo, Snapshot
 
@@ -86,6 +87,10 @@ class Plan:
 
     commands: list[Command] = field(default_factory=list)
     blocked: dict[str, str] = field(default_factory=dict)
+    cluster: Snapshot | None = None
+    """The cluster as the commands leave it: their nodes and NodeClaims gone, their pods where
+    the simulations placed them, their replacements (and what provisioning launches after an
+    expiration) as nodes."""
 
 
 def _simulator(snapshot: Snapshot, options: Options) -> Simulator:
@@ -470,9 +475,10 @@ def _apply(
     options: Options,
     simulator: Simulator | None = None,
 ) -> Snapshot:
-    """The cluster after ``command``: candidates gone, their pods and the pending pods that
-    found a place on the nodes they moved to, the pods left over pending. ``simulator`` is the
-    one of the pass that decided on ``command`` (on ``snapshot``), if any."""
+    """The cluster after ``command``: candidates gone with their NodeClaims, their pods and the
+    pending pods that found a place on the nodes they moved to (a NodeClaim in flight that gets
+    some becomes the node it will be), the replacements as nodes, the pods left over pending.
+    ``simulator`` is the one of the pass that decided on ``command`` (on ``snapshot``), if any."""
     names = {c.name for c in command.candidates}
     minimize = Minimize.PRICE if command.reason in ("drifted", "expired") else Minimize.NODECLAIMS
     results = (simulator or _simulator(snapshot, options)).run(command.candidates, minimize)
@@ -485,21 +491,28 @@ def _apply(
             node = copy.copy(node)
             node.pods = [*node.pods, *(bound_to(p, node.name) for p in moved)]
         nodes.append(node)
-    taken = {n.name for n in snapshot.nodes}
-    for claim in [*command.replacements, *command.provisioned]:
+    claims = []
+    for claim in remaining(snapshot.nodeclaims, command.candidates):
+        landed = results.existing.get(claim.metadata.name or "")
+        launching = launching_node(claim) if landed else None
+        if not landed or launching is None:
+            claims.append(claim)
+            continue
+        launching.pods = [bound_to(p, launching.name) for p in landed]
+        nodes.append(launching)
+    taken = {n.name for n in nodes} | names
+    for launched in [*command.replacements, *command.provisioned]:
         name = next(
-            f"{claim.nodepool}-{command.reason}-{i}"
+            f"{launched.nodepool}-{command.reason}-{i}"
             for i in range(len(taken) + 1)
-            if f"{claim.nodepool}-{command.reason}-{i}" not in taken
+            if f"{launched.nodepool}-{command.reason}-{i}" not in taken
         )
         taken.add(name)
-        nodes.append(as_node(claim, name, now.timestamp()))
-    placed = {p.key for n in nodes for p in n.pods} | {
-        p.key for pods in results.existing.values() for p in pods
-    }
+        nodes.append(as_node(launched, name, now.timestamp()))
+    placed = {p.key for n in nodes for p in n.pods}
     left = [p for p in snapshot.pending if p.key not in placed]
     left += [bound_to(p, None) for c in command.candidates for p in c.pods if p.key not in placed]
-    return replace(snapshot, nodes=nodes, pending=left)
+    return replace(snapshot, nodes=nodes, nodeclaims=claims, pending=left)
 
 
 def still_valid(
@@ -614,6 +627,7 @@ def plan(
             break
         result.commands.append(command)
         current = _apply(current, command, now, options, simulator)
+    result.cluster = current
     disrupted = {c.name for command in result.commands for c in command.candidates}
     kept = {n.name for n in snapshot.nodes} - disrupted
     result.blocked = {name: why for name, why in result.blocked.items() if name in kept}

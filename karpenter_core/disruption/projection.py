@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from karpenter_core.disruption.planner import Command
     from karpenter_core.scheduling.snapshot import PodInfo, Snapshot
 
-__all__ = ["as_it_will_be", "as_started", "waiting_for_replacements"]
+__all__ = ["as_it_will_be", "as_started", "launching_node", "waiting_for_replacements"]
 
 
 def _leaving(pod: PodInfo) -> bool:
@@ -93,7 +93,7 @@ def as_it_will_be(
     claims = []
     for claim in snapshot.nodeclaims:
         landed = results.existing.get(claim.metadata.name or "")
-        launching = _launching(claim) if landed else None
+        launching = launching_node(claim) if landed else None
         if not landed or launching is None:
             claims.append(claim)
             continue
@@ -141,7 +141,7 @@ def waiting_for_replacements(commands: Iterable[Command]) -> set[str]:
     return {c.name for command in commands if command.replacements for c in command.candidates}
 
 
-def _launching(claim: NodeClaim) -> NodeInfo | None:
+def launching_node(claim: NodeClaim) -> NodeInfo | None:
     """An in-flight NodeClaim as the node it will be (not initialized yet, labelled with its
     single-valued requirements); None while its allocatable is unknown."""
     if not claim.status.allocatable:

@@ -11,13 +11,16 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from karpenter_core.apis.requirements import Requirement, Requirements
+from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.types import InstanceType, Offering
 from karpenter_core.disruption.planner import Options, Plan, plan
-from karpenter_core.scheduling.snapshot import NodeInfo
-from tests.unit.disruption_fixtures import NOW, node, pod, pool, snapshot, summary
-from tests.unit.scheduling_fixtures import pvc, storage_class
+from karpenter_core.scheduling.snapshot import NodeInfo, Snapshot
+from tests.unit.disruption_fixtures import NOW, node, pod, pods, pool, snapshot, summary
+from tests.unit.scheduling_fixtures import CATALOG, pvc, storage_class
 from tests.unit.upstream_fake_catalog import CAPACITY_TYPE, ZONE, fake_instance_type
 
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
@@ -244,3 +247,123 @@ def test_a_node_with_a_local_volume_can_be_replaced(source):
     result = plan(cluster, NOW)
     assert [(c, n) for c, n, _ in summary(result)] == [("underutilized", ["n-0"])]
     assert len(result.commands[0].replacements) == 1
+
+
+# --- later commands planned on the cluster as earlier ones leave it -------------------------------
+
+
+def claim_of(info: NodeInfo, registered: bool = True) -> NodeClaim:
+    """The NodeClaim of a node (its providerID, its node name unless not ``registered`` yet,
+    its allocatable)."""
+    status: dict[str, Any] = {
+        "providerID": info.provider_id,
+        "allocatable": {
+            "cpu": f"{info.allocatable['cpu']}m",
+            "memory": str(info.allocatable["memory"] // 1000),
+            "pods": "110",
+        },
+    }
+    if registered:
+        status["nodeName"] = info.name
+    return NodeClaim.from_manifest(
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": f"{info.name}-claim", "labels": {NODEPOOL: "default"}},
+            "spec": {
+                "nodeClassRef": {"group": "example.com", "kind": "ExampleNodeClass", "name": "x"},
+                "requirements": [{"key": NODEPOOL, "operator": "In", "values": ["default"]}],
+            },
+            "status": status,
+        }
+    )
+
+
+def with_claims(cluster: Snapshot) -> Snapshot:
+    return replace(cluster, nodeclaims=[claim_of(n) for n in cluster.nodes])
+
+
+def homeless(cluster: Snapshot, result: Plan) -> list[str]:
+    """What is wrong with the cluster the commands leave: a pod of ``cluster`` on no node, on a
+    node that does not list it as its node, or on the NodeClaim of a node (which is only ever
+    that node, gone or not), or a node whose pods need more than it has."""
+    after = result.cluster
+    assert after is not None
+    registered = {c.metadata.name for c in cluster.nodeclaims if c.status.node_name}
+    wrong = [f"pods moved onto NodeClaim {n.name}" for n in after.nodes if n.name in registered]
+    where = {p.key: n for n in after.nodes for p in n.pods}
+    for p in (p for n in cluster.nodes for p in n.pods):
+        if p.key not in where:
+            wrong.append(f"{p.key} has no node")
+    for n in after.nodes:
+        for p in n.pods:
+            if p.node_name != n.name:
+                wrong.append(f"{p.key} is listed on {n.name} but bound to {p.node_name}")
+        for resource, room in n.allocatable.items():
+            used = sum(p.requests.get(resource, 0) for p in n.pods)
+            if used > room:
+                wrong.append(f"{n.name} holds {used} {resource} of {room}")
+    return wrong
+
+
+def test_later_commands_never_move_pods_onto_the_nodeclaims_of_nodes_already_removed():
+    # (no upstream case: upstream decides one command at a time on the live cluster, whose
+    # removed nodes' NodeClaims are being deleted.) Three half-empty c-4 nodes, each with its
+    # NodeClaim: the first command merges them into one c-8; the NodeClaims of the nodes it
+    # removed must not pass for launches in flight that a second command could move the pods to.
+    nodes = [node(f"n-{i}", "c-4", pods=pods(f"p{i}", f"n-{i}", 1, cpu="1500m")) for i in range(3)]
+    cluster = with_claims(snapshot(nodes, [pool(budgets=ALL)]))
+    result = plan(cluster, NOW)
+    assert summary(result) == [("underutilized", ["n-0", "n-1", "n-2"], [("c-8", "spot")])]
+    assert homeless(cluster, result) == []
+
+
+TYPES = ["c-2", "c-4", "c-8", "arm-2", "arm-4"]
+AMD64 = [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[Snapshot, Options]:
+    """Up to 6 nodes (arm ones drifted when the NodePool asks for amd64, all expired when it
+    has an expireAfter), each with its NodeClaim and up to 4 pods that fit it, and now and then
+    a NodeClaim still launching."""
+    count = draw(st.integers(min_value=1, max_value=6))
+    nodes = []
+    for i in range(count):
+        it = draw(st.sampled_from(TYPES))
+        room = next(t for t in CATALOG if t.name == it).allocatable["cpu"]
+        cpus = draw(st.lists(st.sampled_from([100, 400, 900, 1500]), max_size=4))
+        kept = []
+        for cpu in cpus:
+            if sum(kept) + cpu <= room:
+                kept.append(cpu)
+        nodes.append(
+            node(
+                f"n-{i}",
+                it,
+                zone=draw(st.sampled_from(["zone-a", "zone-b"])),
+                capacity_type=draw(st.sampled_from(["on-demand", "spot"])),
+                pods=[
+                    pod(f"p{i}-{j}", f"n-{i}", cpu=f"{cpu}m", memory="64Mi")
+                    for j, cpu in enumerate(kept)
+                ],
+            )
+        )
+    nodepool = pool(
+        budgets=ALL,
+        requirements=AMD64 if draw(st.booleans()) else (),
+        expire_after="1h" if draw(st.integers(0, 4)) == 0 else None,
+    )
+    cluster = with_claims(snapshot(nodes, [nodepool]))
+    if draw(st.booleans()):
+        cluster.nodeclaims.append(claim_of(node("launching", "c-4"), registered=False))
+    options = Options(spot_to_spot=draw(st.booleans()))
+    return cluster, options
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_no_list_of_commands_leaves_a_pod_without_a_node_that_fits_it(case):
+    cluster, options = case
+    result = plan(cluster, NOW, options)
+    assert homeless(cluster, result) == []
