@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from karpenter_core.apis import labels as wk
-from karpenter_core.apis.requirements import Requirements
+from karpenter_core.apis.requirements import Requirement, Requirements
 from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
 from karpenter_core.disruption.balanced import Score, Scorer
 from karpenter_core.disruption.budgets import DRIFTED, EMPTY, UNDERUTILIZED, allowed_by_nodepool
@@ -28,7 +28,6 @@ from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results
 from karpenter_core.scheduling.snapshot import NodeInfo, Snapshot
 
 if TYPE_CHECKING:
-    from karpenter_core.apis.requirements import Requirement
     from karpenter_core.cloudprovider.types import InstanceType, Offering
 
 __all__ = ["Command", "Options", "Plan", "as_node", "next_command", "plan", "still_valid"]
@@ -228,25 +227,44 @@ _LAUNCH_ORDER = (wk.CAPACITY_TYPE_RESERVED, wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_T
 """The capacity type a launch takes when a NodeClaim allows several, first that is offered."""
 
 
-def _launch(
-    it: InstanceType, requirements: Requirements, spot_only: bool
-) -> tuple[float, Offering] | None:
+def _launch(it: InstanceType, requirements: Requirements) -> tuple[float, Offering] | None:
     """What launching ``it`` under ``requirements`` may cost at worst, over the zones it may land
     in, with the cheapest offering it would launch as: of the capacity type a launch takes
     (reserved, else spot, else on-demand), as upstream's WorstLaunchPrice. None when no
     available offering is allowed."""
     allowed = [
-        o
-        for o in it.offerings
-        if o.available
-        and (not spot_only or o.capacity_type == wk.CAPACITY_TYPE_SPOT)
-        and requirements.intersects(o.requirements) is None
+        o for o in it.offerings if o.available and requirements.intersects(o.requirements) is None
     ]
     for capacity_type in _LAUNCH_ORDER:
         same = [o for o in allowed if o.capacity_type == capacity_type]
         if same:
             return max(o.price for o in same), min(same, key=lambda o: (o.price, o.zone))
     return None
+
+
+def _cheaper(
+    candidates_: Sequence[Candidate], claim: NewNodeClaim, requirements: Requirements
+) -> dict[str, tuple[float, Offering]]:
+    """The launches (by type) of the claim's types under ``requirements`` that cost less at
+    worst than the candidates together and, when several nodes merge into one of their own
+    types, than the cheapest candidate of such a type (upstream's rule: else deleting the others
+    does as well)."""
+    limit = sum(c.price or 0.0 for c in candidates_)
+    launches = {}
+    for it in claim.instance_types:
+        launch = _launch(it, requirements)
+        if launch is not None and launch[0] < limit:
+            launches[it.name] = launch
+    if len(candidates_) > 1:
+        same = [
+            c.price
+            for c in candidates_
+            if c.instance_type is not None and c.instance_type.name in launches and c.price
+        ]
+        if same:
+            limit = min(same)
+            launches = {name: launch for name, launch in launches.items() if launch[0] < limit}
+    return launches
 
 
 def _min_values_needed(
@@ -290,36 +308,30 @@ def _replacement(
 
     Spot is never replaced by on-demand; spot by spot only with the SpotToSpotConsolidation
     gate and, for a single node, at least 15 cheaper types (the replacement keeps the 15
-    cheapest, or as many as minValues need).
+    cheapest, or as many as minValues need). A replacement that may launch as spot or
+    on-demand is priced, and launched, as spot, so a launch short of spot capacity cannot
+    fall back to a dearer on-demand node (as upstream); on-demand only when no type may launch
+    as spot for less.
     """
-    prices = [c.price for c in candidates_]
-    if any(p is None for p in prices):
+    if any(c.price is None for c in candidates_):
         return None
-    limit = sum(p for p in prices if p is not None)
     all_spot = all(c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates_)
     if all_spot and not options.spot_to_spot:
         return None
-    launches = {}
-    for it in claim.instance_types:
-        launch = _launch(it, claim.requirements, all_spot)
-        if launch is not None and launch[0] < limit:
-            launches[it.name] = launch
-    if len(candidates_) > 1:
-        # Merging nodes into one of their own instance types only pays if the replacement is
-        # cheaper than the cheapest candidate of a type it could launch as (upstream's rule).
-        same = [
-            c.price
-            for c in candidates_
-            if c.instance_type is not None and c.instance_type.name in launches and c.price
-        ]
-        if same:
-            limit = min(same)
-            launches = {name: launch for name, launch in launches.items() if launch[0] < limit}
+    requirements = claim.requirements
+    launches: dict[str, tuple[float, Offering]] = {}
+    allowed = requirements.get_or_exists(wk.CAPACITY_TYPE)
+    if all_spot or (allowed.has(wk.CAPACITY_TYPE_SPOT) and allowed.has(wk.CAPACITY_TYPE_ON_DEMAND)):
+        spot = requirements.copy()
+        spot.add(Requirement.new(wk.CAPACITY_TYPE, "In", [wk.CAPACITY_TYPE_SPOT]))
+        launches = _cheaper(candidates_, claim, spot)
+        if launches or all_spot:
+            requirements = spot
+    if not launches and not all_spot:
+        launches = _cheaper(candidates_, claim, requirements)
     # The claim's types come cheapest first.
     kept = [it for it in claim.instance_types if it.name in launches]
-    if not kept:
-        return None
-    needed = _min_values_needed(kept, claim, options)
+    needed = _min_values_needed(kept, claim, options) if kept else None
     if needed is None:
         return None
     if all_spot and len(candidates_) == 1:
@@ -329,8 +341,13 @@ def _replacement(
     instance_type = min(
         kept, key=lambda it: (launches[it.name][1].price, launches[it.name][1].zone, it.name)
     )
-    offering = launches[instance_type.name][1]
-    return replace(claim, instance_types=kept, instance_type=instance_type, offering=offering)
+    return replace(
+        claim,
+        requirements=requirements,
+        instance_types=kept,
+        instance_type=instance_type,
+        offering=launches[instance_type.name][1],
+    )
 
 
 def _consolidate(

@@ -200,6 +200,29 @@ def test_an_on_demand_replacement_dearer_in_every_allowed_offering_is_refused():
     assert result.commands == []
 
 
+def test_an_on_demand_node_replaced_by_spot_is_replaced_by_spot_only():
+    # upstream's rule in consolidation.go (computeConsolidation: a replacement that may be spot
+    # or on-demand, priced as spot, gets a requirement for spot), in the setting of "won't
+    # replace on-demand node if on-demand replacement is more expensive" with both capacity
+    # types allowed: the type is cheaper as spot only, so a launch short of spot capacity must
+    # fail rather than fall back to a dearer on-demand node.
+    current = priced("current-on-demand", ("on-demand", "test-zone-1a", 0.5))
+    replacement = priced(
+        "replacement",
+        ("on-demand", "test-zone-1a", 0.6),
+        ("spot", "test-zone-1a", 0.2),
+        ("spot", "test-zone-1b", 0.3),
+    )
+    catalog = [current, replacement]
+    result = plan(
+        snapshot([on("n-0", current, catalog)], [pool(budgets=ALL)], catalog=catalog), NOW
+    )
+    assert summary(result) == [("underutilized", ["n-0"], [("replacement", "spot")])]
+    launched = result.commands[0].replacements[0].requirements.get(CAPACITY_TYPE)
+    assert launched is not None
+    assert sorted(launched.values) == ["spot"]
+
+
 # --- local volumes --------------------------------------------------------------------------------
 
 
