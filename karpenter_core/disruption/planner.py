@@ -22,7 +22,7 @@ from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
 from karpenter_core.disruption.balanced import Score, Scorer
 from karpenter_core.disruption.budgets import DRIFTED, EMPTY, UNDERUTILIZED, allowed_by_nodepool
 from karpenter_core.disruption.candidates import Candidate, candidates, duration
-from karpenter_core.disruption.projection import launching_node
+from karpenter_core.disruption.projection import settle_claims
 from karpenter_core.disruption.simulation import Simulator, bound_to, remaining
 from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results
 from karpenter_core.scheduling.snapshot import NodeInfo, Snapshot
@@ -508,15 +508,10 @@ def _apply(
             node = copy.copy(node)
             node.pods = [*node.pods, *(bound_to(p, node.name) for p in moved)]
         nodes.append(node)
-    claims = []
-    for claim in remaining(snapshot.nodeclaims, command.candidates):
-        landed = results.existing.get(claim.metadata.name or "")
-        launching = launching_node(claim) if landed else None
-        if not landed or launching is None:
-            claims.append(claim)
-            continue
-        launching.pods = [bound_to(p, launching.name) for p in landed]
-        nodes.append(launching)
+    claims, launching = settle_claims(
+        remaining(snapshot.nodeclaims, command.candidates), results.existing
+    )
+    nodes.extend(launching)
     taken = {n.name for n in nodes} | names
     for launched in [*command.replacements, *command.provisioned]:
         name = next(

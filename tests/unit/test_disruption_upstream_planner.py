@@ -159,44 +159,39 @@ def test_multi_node_consolidation_refuses_a_merge_whose_same_type_trim_breaks_mi
 # --- replacement price across zones ---------------------------------------------------------------
 
 
+def replacing(*offerings: tuple[str, str, float], nodepool: Any = None, **pod: Any) -> Plan:
+    """One pass on a node of upstream's "current-on-demand" type (on-demand at 0.5/h in
+    test-zone-1a) with one pod (``pod``: its fields), when the only other type, "replacement",
+    is offered as ``offerings``."""
+    current = priced("current-on-demand", ("on-demand", "test-zone-1a", 0.5))
+    catalog = [current, priced("replacement", *offerings)]
+    nodes = [on("n-0", current, catalog, **pod)]
+    return plan(snapshot(nodes, [nodepool or pool(budgets=ALL)], catalog=catalog), NOW)
+
+
 def test_a_replacement_must_be_cheaper_in_every_zone_it_may_launch_in():
     # upstream: "Consolidation > Replace > won't replace node if any spot replacement is more
     # expensive": the only replacement type is offered spot at 1.0, 0.2 and 0.4 in three zones;
     # the launch may land in the 1.0 zone, dearer than the 0.5 node, so the node stays.
-    current = priced("current-on-demand", ("on-demand", "test-zone-1a", 0.5))
-    replacement = priced(
-        "potential-spot-replacement",
-        ("spot", "test-zone-1a", 1.0),
-        ("spot", "test-zone-1b", 0.2),
-        ("spot", "test-zone-1c", 0.4),
-    )
-    catalog = [current, replacement]
-    nodes = [on("n-0", current, catalog)]
-    result = plan(snapshot(nodes, [pool(budgets=ALL)], catalog=catalog), NOW)
-    assert result.commands == []
-    # a pod pinned to the cheap zones lets the replacement launch only there: it pays
-    nodes = [on("n-0", current, catalog, node_selector={ZONE: "test-zone-1b"})]
-    result = plan(snapshot(nodes, [pool(budgets=ALL)], catalog=catalog), NOW)
-    assert summary(result) == [("underutilized", ["n-0"], [("potential-spot-replacement", "spot")])]
+    offerings = [("spot", "test-zone-1a", 1.0), ("spot", "test-zone-1b", 0.2)]
+    offerings.append(("spot", "test-zone-1c", 0.4))
+    assert replacing(*offerings).commands == []
+    # a pod pinned to the cheap zone lets the replacement launch only there: it pays
+    result = replacing(*offerings, node_selector={ZONE: "test-zone-1b"})
+    assert summary(result) == [("underutilized", ["n-0"], [("replacement", "spot")])]
 
 
 def test_an_on_demand_replacement_dearer_in_every_allowed_offering_is_refused():
     # upstream: "Consolidation > Replace > won't replace on-demand node if on-demand replacement
     # is more expensive" (its spot offerings are cheaper, but the NodePool allows on-demand only)
-    current = priced("current-on-demand", ("on-demand", "test-zone-1a", 0.5))
-    replacement = priced(
-        "on-demand-replacement",
+    on_demand = [{"key": CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}]
+    result = replacing(
         ("on-demand", "test-zone-1a", 0.6),
         ("on-demand", "test-zone-1b", 0.6),
         ("spot", "test-zone-1b", 0.2),
         ("spot", "test-zone-1c", 0.3),
+        nodepool=pool(budgets=ALL, requirements=on_demand),
     )
-    catalog = [current, replacement]
-    nodepool = pool(
-        budgets=ALL,
-        requirements=[{"key": CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}],
-    )
-    result = plan(snapshot([on("n-0", current, catalog)], [nodepool], catalog=catalog), NOW)
     assert result.commands == []
 
 
@@ -206,16 +201,10 @@ def test_an_on_demand_node_replaced_by_spot_is_replaced_by_spot_only():
     # replace on-demand node if on-demand replacement is more expensive" with both capacity
     # types allowed: the type is cheaper as spot only, so a launch short of spot capacity must
     # fail rather than fall back to a dearer on-demand node.
-    current = priced("current-on-demand", ("on-demand", "test-zone-1a", 0.5))
-    replacement = priced(
-        "replacement",
+    result = replacing(
         ("on-demand", "test-zone-1a", 0.6),
         ("spot", "test-zone-1a", 0.2),
         ("spot", "test-zone-1b", 0.3),
-    )
-    catalog = [current, replacement]
-    result = plan(
-        snapshot([on("n-0", current, catalog)], [pool(budgets=ALL)], catalog=catalog), NOW
     )
     assert summary(result) == [("underutilized", ["n-0"], [("replacement", "spot")])]
     launched = result.commands[0].replacements[0].requirements.get(CAPACITY_TYPE)
@@ -384,7 +373,7 @@ def clusters(draw: st.DrawFn) -> tuple[Snapshot, Options]:
     return cluster, options
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters())
 def test_no_list_of_commands_leaves_a_pod_without_a_node_that_fits_it(case):
     cluster, options = case
