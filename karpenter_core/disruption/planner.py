@@ -14,16 +14,21 @@ import copy
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from karpenter_core.apis import labels as wk
-from karpenter_core.apis.requirements import Requirements
+from karpenter_core.apis.requirements import Requirement, Requirements
 from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
 from karpenter_core.disruption.balanced import Score, Scorer
 from karpenter_core.disruption.budgets import DRIFTED, EMPTY, UNDERUTILIZED, allowed_by_nodepool
 from karpenter_core.disruption.candidates import Candidate, candidates, drift_order, duration
-from karpenter_core.disruption.simulation import Simulator, bound_to
+from karpenter_core.disruption.projection import settle_claims
+from karpenter_core.disruption.simulation import Simulator, bound_to, remaining
 from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results
 from karpenter_core.scheduling.snapshot import NodeInfo, Snapshot
+
+if TYPE_CHECKING:
+    from karpenter_core.cloudprovider.types import InstanceType, Offering
 
 __all__ = ["Command", "Options", "Plan", "as_node", "next_command", "plan", "still_valid"]
 
@@ -81,6 +86,10 @@ class Plan:
 
     commands: list[Command] = field(default_factory=list)
     blocked: dict[str, str] = field(default_factory=dict)
+    cluster: Snapshot | None = None
+    """The cluster as the commands leave it: their nodes and NodeClaims gone, their pods where
+    the simulations placed them, their replacements (and what provisioning launches after an
+    expiration) as nodes."""
 
 
 def _simulator(snapshot: Snapshot, options: Options) -> Simulator:
@@ -214,55 +223,131 @@ def _drift_reason(
     return options.drifted(candidate) if options.drifted else ""
 
 
-def _replacement(
-    candidates_: Sequence[Candidate], claim: NewNodeClaim, options: Options
-) -> NewNodeClaim | None:
-    """The cheapest launch strictly cheaper than the candidates, following the capacity rules.
+_LAUNCH_ORDER = (wk.CAPACITY_TYPE_RESERVED, wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)
+"""The capacity type a launch takes when a NodeClaim allows several, first that is offered."""
 
-    Spot is never replaced by on-demand; spot by spot only with the SpotToSpotConsolidation
-    gate and, for a single node, at least 15 cheaper types (the replacement keeps the 15 cheapest).
-    """
-    prices = [c.price for c in candidates_]
-    if any(p is None for p in prices):
-        return None
-    total = sum(p for p in prices if p is not None)
-    all_spot = all(c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates_)
-    if all_spot and not options.spot_to_spot:
-        return None
-    choices = []
+
+def _launch(it: InstanceType, requirements: Requirements) -> tuple[float, Offering] | None:
+    """What launching ``it`` under ``requirements`` may cost at worst, over the zones it may land
+    in, with the cheapest offering it would launch as: of the capacity type a launch takes
+    (reserved, else spot, else on-demand), as upstream's WorstLaunchPrice. None when no
+    available offering is allowed."""
+    allowed = [
+        o for o in it.offerings if o.available and requirements.intersects(o.requirements) is None
+    ]
+    for capacity_type in _LAUNCH_ORDER:
+        same = [o for o in allowed if o.capacity_type == capacity_type]
+        if same:
+            return max(o.price for o in same), min(same, key=lambda o: (o.price, o.zone))
+    return None
+
+
+def _cheaper(
+    candidates_: Sequence[Candidate], claim: NewNodeClaim, requirements: Requirements
+) -> dict[str, tuple[float, Offering]]:
+    """The launches (by type) of the claim's types under ``requirements`` that cost less at
+    worst than the candidates together and, when several nodes merge into one of their own
+    types, than the cheapest candidate of such a type (upstream's rule: else deleting the others
+    does as well)."""
+    limit = sum(c.price or 0.0 for c in candidates_)
+    launches = {}
     for it in claim.instance_types:
-        for offering in it.offerings:
-            if not offering.available or offering.price >= total:
-                continue
-            if all_spot and offering.capacity_type != wk.CAPACITY_TYPE_SPOT:
-                continue
-            if claim.requirements.intersects(offering.requirements) is not None:
-                continue
-            choices.append((offering.price, offering.zone, it.name, it, offering))
-    if not choices:
-        return None
+        launch = _launch(it, requirements)
+        if launch is not None and launch[0] < limit:
+            launches[it.name] = launch
     if len(candidates_) > 1:
-        # Merging nodes into one of their own instance types only pays if the replacement is
-        # cheaper than the cheapest candidate of a type it could launch as (upstream's rule).
-        option_names = {it.name for it in claim.instance_types}
         same = [
             c.price
             for c in candidates_
-            if c.instance_type is not None and c.instance_type.name in option_names and c.price
+            if c.instance_type is not None and c.instance_type.name in launches and c.price
         ]
         if same:
-            ceiling = min(same)
-            choices = [c for c in choices if c[0] < ceiling]
-    if not choices:
-        return None
-    choices.sort(key=lambda c: c[:3])
-    kept_types = list(dict.fromkeys(c[3] for c in choices))
-    if all_spot and len(candidates_) == 1:
-        if len(kept_types) < SPOT_TO_SPOT_OPTIONS:
+            limit = min(same)
+            launches = {name: launch for name, launch in launches.items() if launch[0] < limit}
+    return launches
+
+
+def _min_values_needed(
+    kept: Sequence[InstanceType], claim: NewNodeClaim, options: Options
+) -> int | None:
+    """How many of ``kept`` (cheapest first) meet the NodePool's minValues, or None when all of
+    them do not: under BestEffort, minValues as the simulation relaxed them (to the values all
+    the claim's types span), as upstream checks the trimmed replacement."""
+    needed = 0
+    for key, requirement in claim.requirements.items():
+        if not requirement.min_values:
+            continue
+        minimum = requirement.min_values
+        if options.min_values_policy == "BestEffort":
+            minimum = min(minimum, len(_values(claim.instance_types, key, requirement)))
+        for count in range(1, len(kept) + 1):
+            if len(_values(kept[:count], key, requirement)) >= minimum:
+                needed = max(needed, count)
+                break
+        else:
             return None
-        kept_types = kept_types[:SPOT_TO_SPOT_OPTIONS]
-    _, _, _, instance_type, offering = choices[0]
-    return replace(claim, instance_types=kept_types, instance_type=instance_type, offering=offering)
+    return needed
+
+
+def _values(types: Sequence[InstanceType], key: str, allowed: Requirement) -> set[str]:
+    """The values of ``key`` that ``types`` span, within ``allowed``."""
+    out: set[str] = set()
+    for it in types:
+        requirement = it.requirements.get(key)
+        if requirement is not None and not requirement.complement:
+            out.update(v for v in requirement.values if allowed.has(v))
+    return out
+
+
+def _replacement(
+    candidates_: Sequence[Candidate], claim: NewNodeClaim, options: Options
+) -> NewNodeClaim | None:
+    """The launch that replaces the candidates: the claim's types that cost less at worst (in
+    every zone they may launch in) than the candidates, following the capacity rules, as long
+    as they still meet the NodePool's minValues.
+
+    Spot is never replaced by on-demand; spot by spot only with the SpotToSpotConsolidation
+    gate and, for a single node, at least 15 cheaper types (the replacement keeps the 15
+    cheapest, or as many as minValues need). A replacement that may launch as spot or
+    on-demand is priced, and launched, as spot, so a launch short of spot capacity cannot
+    fall back to a dearer on-demand node (as upstream); on-demand only when no type may launch
+    as spot for less.
+    """
+    if any(c.price is None for c in candidates_):
+        return None
+    all_spot = all(c.capacity_type == wk.CAPACITY_TYPE_SPOT for c in candidates_)
+    if all_spot and not options.spot_to_spot:
+        return None
+    requirements = claim.requirements
+    launches: dict[str, tuple[float, Offering]] = {}
+    allowed = requirements.get_or_exists(wk.CAPACITY_TYPE)
+    if all_spot or (allowed.has(wk.CAPACITY_TYPE_SPOT) and allowed.has(wk.CAPACITY_TYPE_ON_DEMAND)):
+        spot = requirements.copy()
+        spot.add(Requirement.new(wk.CAPACITY_TYPE, "In", [wk.CAPACITY_TYPE_SPOT]))
+        launches = _cheaper(candidates_, claim, spot)
+        if launches or all_spot:
+            requirements = spot
+    if not launches and not all_spot:
+        launches = _cheaper(candidates_, claim, requirements)
+    # The claim's types come cheapest first.
+    kept = [it for it in claim.instance_types if it.name in launches]
+    needed = _min_values_needed(kept, claim, options) if kept else None
+    if needed is None:
+        return None
+    if all_spot and len(candidates_) == 1:
+        if len(kept) < SPOT_TO_SPOT_OPTIONS:
+            return None
+        kept = kept[: max(SPOT_TO_SPOT_OPTIONS, needed)]
+    instance_type = min(
+        kept, key=lambda it: (launches[it.name][1].price, launches[it.name][1].zone, it.name)
+    )
+    return replace(
+        claim,
+        requirements=requirements,
+        instance_types=kept,
+        instance_type=instance_type,
+        offering=launches[instance_type.name][1],
+    )
 
 
 def _consolidate(
@@ -409,9 +494,10 @@ def _apply(
     options: Options,
     simulator: Simulator | None = None,
 ) -> Snapshot:
-    """The cluster after ``command``: candidates gone, their pods and the pending pods that
-    found a place on the nodes they moved to, the pods left over pending. ``simulator`` is the
-    one of the pass that decided on ``command`` (on ``snapshot``), if any."""
+    """The cluster after ``command``: candidates gone with their NodeClaims, their pods and the
+    pending pods that found a place on the nodes they moved to (a NodeClaim in flight that gets
+    some becomes the node it will be), the replacements as nodes, the pods left over pending.
+    ``simulator`` is the one of the pass that decided on ``command`` (on ``snapshot``), if any."""
     names = {c.name for c in command.candidates}
     minimize = Minimize.PRICE if command.reason in ("drifted", "expired") else Minimize.NODECLAIMS
     results = (simulator or _simulator(snapshot, options)).run(command.candidates, minimize)
@@ -424,21 +510,23 @@ def _apply(
             node = copy.copy(node)
             node.pods = [*node.pods, *(bound_to(p, node.name) for p in moved)]
         nodes.append(node)
-    taken = {n.name for n in snapshot.nodes}
-    for claim in [*command.replacements, *command.provisioned]:
+    claims, launching = settle_claims(
+        remaining(snapshot.nodeclaims, command.candidates), results.existing
+    )
+    nodes.extend(launching)
+    taken = {n.name for n in nodes} | names
+    for launched in [*command.replacements, *command.provisioned]:
         name = next(
-            f"{claim.nodepool}-{command.reason}-{i}"
+            f"{launched.nodepool}-{command.reason}-{i}"
             for i in range(len(taken) + 1)
-            if f"{claim.nodepool}-{command.reason}-{i}" not in taken
+            if f"{launched.nodepool}-{command.reason}-{i}" not in taken
         )
         taken.add(name)
-        nodes.append(as_node(claim, name, now.timestamp()))
-    placed = {p.key for n in nodes for p in n.pods} | {
-        p.key for pods in results.existing.values() for p in pods
-    }
+        nodes.append(as_node(launched, name, now.timestamp()))
+    placed = {p.key for n in nodes for p in n.pods}
     left = [p for p in snapshot.pending if p.key not in placed]
     left += [bound_to(p, None) for c in command.candidates for p in c.pods if p.key not in placed]
-    return replace(snapshot, nodes=nodes, pending=left)
+    return replace(snapshot, nodes=nodes, nodeclaims=claims, pending=left)
 
 
 def still_valid(
@@ -553,6 +641,7 @@ def plan(
             break
         result.commands.append(command)
         current = _apply(current, command, now, options, simulator)
+    result.cluster = current
     disrupted = {c.name for command in result.commands for c in command.candidates}
     kept = {n.name for n in snapshot.nodes} - disrupted
     result.blocked = {name: why for name, why in result.blocked.items() if name in kept}

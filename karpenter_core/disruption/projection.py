@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from karpenter_core.disruption.planner import Command
     from karpenter_core.scheduling.snapshot import PodInfo, Snapshot
 
-__all__ = ["as_it_will_be", "as_started", "waiting_for_replacements"]
+__all__ = ["as_it_will_be", "as_started", "settle_claims", "waiting_for_replacements"]
 
 
 def _leaving(pod: PodInfo) -> bool:
@@ -79,6 +79,7 @@ def as_it_will_be(
         Minimize.NODECLAIMS,
         ignore_preferences=ignore_preferences,
         min_values_strict=min_values_strict,
+        rescheduled={pod.key for pod in unbound},
     )
     nodes = []
     placed: set[str] = set()
@@ -89,16 +90,9 @@ def as_it_will_be(
             node.pods = [*node.pods, *(bound_to(p, node.name) for p in landed)]
             placed.update(p.key for p in landed)
         nodes.append(node)
-    claims = []
-    for claim in snapshot.nodeclaims:
-        landed = results.existing.get(claim.metadata.name or "")
-        launching = _launching(claim) if landed else None
-        if not landed or launching is None:
-            claims.append(claim)
-            continue
-        launching.pods = [bound_to(p, launching.name) for p in landed]
-        placed.update(p.key for p in landed)
-        nodes.append(launching)
+    claims, launching = settle_claims(snapshot.nodeclaims, results.existing)
+    placed.update(p.key for node in launching for p in node.pods)
+    nodes.extend(launching)
     pending = [pod for pod in unbound if pod.key not in placed]
     pdbs = []
     for pdb in snapshot.pdbs:
@@ -138,6 +132,25 @@ def waiting_for_replacements(commands: Iterable[Command]) -> set[str]:
     until those are Initialized (``as_it_will_be``'s ``waiting``). A command that launches none
     drains as soon as it starts, so its pods use up PodDisruptionBudgets at once."""
     return {c.name for command in commands if command.replacements for c in command.candidates}
+
+
+def settle_claims(
+    nodeclaims: Iterable[NodeClaim], placed: Mapping[str, Sequence[PodInfo]]
+) -> tuple[list[NodeClaim], list[NodeInfo]]:
+    """``nodeclaims`` that stay in flight, and as the nodes they will be, their pods bound, those
+    that ``placed`` (a scheduling result's pods by node or NodeClaim name) puts pods on; one
+    whose allocatable is unknown stays in flight."""
+    claims = []
+    nodes = []
+    for claim in nodeclaims:
+        landed = placed.get(claim.metadata.name or "")
+        launching = _launching(claim) if landed else None
+        if not landed or launching is None:
+            claims.append(claim)
+            continue
+        launching.pods = [bound_to(p, launching.name) for p in landed]
+        nodes.append(launching)
+    return claims, nodes
 
 
 def _launching(claim: NodeClaim) -> NodeInfo | None:

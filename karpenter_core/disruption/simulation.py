@@ -22,11 +22,12 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.scheduling.scheduler import Minimize, Prepared, Results, schedule
 
 if TYPE_CHECKING:
+    from karpenter_core.apis.v1.nodeclaim import NodeClaim
     from karpenter_core.disruption.candidates import Candidate
     from karpenter_core.scheduling.snapshot import PodInfo, Snapshot
     from karpenter_core.scheduling.templates import NodePoolTemplate
 
-__all__ = ["Simulator", "bound_to"]
+__all__ = ["Simulator", "bound_to", "remaining"]
 
 
 def bound_to(pod: PodInfo, node_name: str | None) -> PodInfo:
@@ -34,6 +35,17 @@ def bound_to(pod: PodInfo, node_name: str | None) -> PodInfo:
     clone = copy.copy(pod)
     clone.node_name = node_name
     return clone
+
+
+def remaining(nodeclaims: Sequence[NodeClaim], removed: Sequence[Candidate]) -> list[NodeClaim]:
+    """``nodeclaims`` without those of the nodes ``removed`` (by node name or providerID), which
+    would otherwise pass for launches in flight once their nodes are gone."""
+    gone = {c.name for c in removed} | {c.node.provider_id for c in removed if c.node.provider_id}
+    return [
+        claim
+        for claim in nodeclaims
+        if claim.status.node_name not in gone and claim.status.provider_id not in gone
+    ]
 
 
 def _fits(requests: Mapping[str, int], free: Mapping[str, int]) -> bool:
@@ -78,16 +90,11 @@ class Simulator:
         without their NodeClaims, which would otherwise pass for launches in flight)."""
         self.simulated += 1
         names = {c.name for c in removed}
-        gone = names | {c.node.provider_id for c in removed if c.node.provider_id}
         moved = [bound_to(p, None) for c in removed for p in c.pods]
         reduced = replace(
             self.snapshot,
             nodes=[n for n in self.snapshot.nodes if n.name not in names],
-            nodeclaims=[
-                claim
-                for claim in self.snapshot.nodeclaims
-                if claim.status.node_name not in gone and claim.status.provider_id not in gone
-            ],
+            nodeclaims=remaining(self.snapshot.nodeclaims, removed),
             pending=[*self.snapshot.pending, *moved],
         )
         return schedule(
@@ -96,6 +103,7 @@ class Simulator:
             ignore_preferences=self.ignore_preferences,
             min_values_strict=self.min_values_strict,
             prepared=self.prepared,
+            rescheduled={p.key for p in moved},
         )
 
     def cannot_consolidate(self, removed: Sequence[Candidate]) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
@@ -471,8 +471,10 @@ class _Solver:
         ignore_preferences: bool,
         min_values_strict: bool,
         prepared: Prepared | None,
+        rescheduled: Collection[str] = (),
     ) -> None:
         self.minimize = minimize
+        self.rescheduled = rescheduled
         self.ignore_preferences = ignore_preferences
         self.min_values_strict = min_values_strict
         self.results = Results()
@@ -607,7 +609,7 @@ class _Solver:
         )
         queue: deque[tuple[PodState, tuple[object, ...]]] = deque()
         for pod in ordered:
-            volume_requirements = self.volumes.requirements(pod)
+            volume_requirements = self.volumes.requirements(pod, pod.key in self.rescheduled)
             if isinstance(volume_requirements, str):
                 self.results.unschedulable[pod.key] = volume_requirements
                 continue
@@ -1107,6 +1109,7 @@ def schedule(
     ignore_preferences: bool = False,
     min_values_strict: bool = True,
     prepared: Prepared | None = None,
+    rescheduled: Collection[str] = (),
 ) -> Results:
     """Place the snapshot's pending pods on existing nodes and new NodeClaims.
 
@@ -1114,7 +1117,11 @@ def schedule(
     MIN_VALUES_POLICY=BestEffort (NodeClaims that cannot meet minValues are marked relaxed).
     ``prepared`` is a larger cluster made ready earlier, which ``snapshot`` is with some nodes
     removed (its pending pods and NodeClaims may differ): the run starts from copies of its
-    state, the removed nodes' capacity given back to their NodePools' limits.
+    state, the removed nodes' capacity given back to their NodePools' limits. ``rescheduled``:
+    the keys of pending pods that run now and are being moved (a disruption simulation), whose
+    volume claims are read for their topology only, not checked as a pending pod's.
     """
-    solver = _Solver(snapshot, minimize, ignore_preferences, min_values_strict, prepared)
+    solver = _Solver(
+        snapshot, minimize, ignore_preferences, min_values_strict, prepared, rescheduled
+    )
     return solver.solve(schedulable(snapshot.pending))

@@ -128,6 +128,21 @@ def _volume_alternatives(volume: Mapping[str, Any]) -> Alternatives:
     return tuple(dict.fromkeys(out))
 
 
+def _refused_binding(
+    label: str, claim: Mapping[str, Any], volume: Mapping[str, Any], volume_name: str
+) -> str:
+    """Why the kube-scheduler would not bind a pending pod's claim to its volume ("" if it
+    would): the volume being deleted, or the claim not marked bind-completed."""
+    if _meta(volume).get("deletionTimestamp"):
+        return f"{label}: PersistentVolume {volume_name} is being deleted"
+    if _BIND_COMPLETED not in _annotations(claim):
+        return (
+            f"{label} names PersistentVolume {volume_name} but is not bound yet "
+            f"(no {_BIND_COMPLETED} annotation)"
+        )
+    return ""
+
+
 def _class_alternatives(storage_class: Mapping[str, Any]) -> Alternatives:
     """One alternative per allowedTopologies term of a StorageClass. Raises ``DecodeError``."""
     out = []
@@ -171,15 +186,18 @@ class VolumeTopology:
         self._by_volume: dict[str, Alternatives | str] = {}
         self._by_class: dict[str, Alternatives | str] = {}
 
-    def requirements(self, pod: PodInfo) -> Alternatives | str:
+    def requirements(self, pod: PodInfo, in_use: bool = False) -> Alternatives | str:
         """The alternatives the pod's volumes leave it (the cross product over its claims, less
-        the combinations that cannot meet), or why its volumes cannot be used."""
+        the combinations that cannot meet), or why its volumes cannot be used. ``in_use``: the
+        pod runs and is being moved (a disruption simulation): as upstream, its claims are not
+        checked as a pending pod's are (being deleted, Lost, not bind-completed, a volume being
+        deleted), only read for where their volumes allow it."""
         if not pod.volume_claims and not pod.ephemeral_claims:
             return ()
         alternatives: Alternatives = ()
         for name, template in self._claims_of(pod):
             try:
-                found = self._claim(pod.namespace, name, template)
+                found = self._claim(pod.namespace, name, template, in_use)
             except DecodeError as err:
                 found = f"PersistentVolumeClaim {pod.namespace}/{name}: {err}"
             if isinstance(found, str):
@@ -213,7 +231,7 @@ class VolumeTopology:
             yield f"{pod.name}-{volume}", template
 
     def _claim(
-        self, namespace: str, name: str, template: Mapping[str, Any] | None
+        self, namespace: str, name: str, template: Mapping[str, Any] | None, in_use: bool
     ) -> Alternatives | str:
         label = f"PersistentVolumeClaim {namespace}/{name}"
         claim = self.claims.get((namespace, name))
@@ -223,13 +241,13 @@ class VolumeTopology:
             claim = {"spec": template}
         spec = _mapping(claim, "spec")
         volume_name = _string(spec, "volumeName", "spec")
-        if _meta(claim).get("deletionTimestamp"):
+        if not in_use and _meta(claim).get("deletionTimestamp"):
             return f"{label} is being deleted"
-        if _mapping(claim, "status").get("phase") == "Lost":
+        if not in_use and _mapping(claim, "status").get("phase") == "Lost":
             lost = f"PersistentVolume {volume_name}" if volume_name else "its PersistentVolume"
             return f"{label} is Lost: {lost} no longer exists"
         if volume_name:
-            return self._bound(label, claim, volume_name)
+            return self._bound(label, claim, volume_name, in_use)
         class_name = _string(spec, "storageClassName", "spec")
         if class_name is None:
             class_name = self.default_class
@@ -239,17 +257,15 @@ class VolumeTopology:
             return f"{label} is not bound and its storageClassName is empty"
         return self._unbound(label, class_name)
 
-    def _bound(self, label: str, claim: Mapping[str, Any], volume_name: str) -> Alternatives | str:
+    def _bound(
+        self, label: str, claim: Mapping[str, Any], volume_name: str, in_use: bool
+    ) -> Alternatives | str:
         volume = self.volumes.get(volume_name)
         if volume is None:
             return f"{label}: PersistentVolume {volume_name} not found"
-        if _meta(volume).get("deletionTimestamp"):
-            return f"{label}: PersistentVolume {volume_name} is being deleted"
-        if _BIND_COMPLETED not in _annotations(claim):
-            return (
-                f"{label} names PersistentVolume {volume_name} but is not bound yet "
-                f"(no {_BIND_COMPLETED} annotation)"
-            )
+        refused = "" if in_use else _refused_binding(label, claim, volume, volume_name)
+        if refused:
+            return refused
         found = self._by_volume.get(volume_name)
         if found is None:
             try:
