@@ -1,6 +1,6 @@
-"""The controllers the operator runs in the leader: provisioning, NodeClaim lifecycle, pod events
-and the Consolidatable condition, NodePool status, termination, garbage collection, disruption and
-(behind the NodeRepair gate) node repair."""
+"""The controllers the operator runs in the leader: provisioning, NodeClaim lifecycle, pod
+events, the Consolidatable and Drifted conditions, NodePool status, termination, garbage
+collection, disruption and (behind the NodeRepair gate) node repair."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from karpenter_core.controllers.disruption import DisruptionController
 from karpenter_core.controllers.garbage_collection import GarbageCollector
 from karpenter_core.controllers.node_repair import NodeRepair
 from karpenter_core.controllers.nodeclaim.consolidatable import ConsolidatableController
+from karpenter_core.controllers.nodeclaim.drifted import DriftedController
 from karpenter_core.controllers.nodeclaim.lifecycle import LifecycleController
 from karpenter_core.controllers.nodeclaim.podevents import PodEventsController
 from karpenter_core.controllers.nodepool import NodePoolController
@@ -40,6 +41,7 @@ def build_controllers(operator: Operator) -> list[Controller]:
         LifecycleController(context),
         PodEventsController(context),
         ConsolidatableController(context),
+        DriftedController(context),
         NodePoolController(context),
         StatusConditionController(context),
         TerminationController(context),

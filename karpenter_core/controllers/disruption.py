@@ -55,6 +55,7 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.cloudprovider.validation import instance_types_of
 from karpenter_core.controllers.disruption_queue import CommandQueue, InFlight
+from karpenter_core.controllers.nodeclaim.drifted import provider_drift
 from karpenter_core.controllers.nodeclaims import nodeclaim_manifest
 from karpenter_core.controllers.objects import (
     NODECLAIMS,
@@ -265,11 +266,7 @@ class DisruptionController(LoopController):
             claim = state.nodeclaim_for_node(candidate.node) if candidate.node.provider_id else None
             if claim is None:
                 return ""
-            try:
-                return provider.is_drifted(claim) or ""
-            except Exception:
-                log.exception("is_drifted failed", extra={"nodeclaim": claim.metadata.name})
-                return ""
+            return provider_drift(provider, claim) or ""
 
         settings = self.context.settings
         return Options(

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.requirements import Requirement, Requirements
-from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
 from karpenter_core.disruption.balanced import Score, Scorer
 from karpenter_core.disruption.budgets import DRIFTED, EMPTY, UNDERUTILIZED, allowed_by_nodepool
 from karpenter_core.disruption.candidates import Candidate, candidates, drift_order, duration
+from karpenter_core.disruption.drift import NodePoolShape, nodepool_drift
 from karpenter_core.disruption.projection import settle_claims
 from karpenter_core.disruption.simulation import Simulator, bound_to, remaining
 from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results
@@ -195,31 +195,17 @@ def _within_budget(candidates_: Sequence[Candidate], allowed: dict[str, int]) ->
 
 
 def _drift_reason(
-    candidate: Candidate, options: Options, nodepools: dict[str, tuple[str, Requirements]]
+    candidate: Candidate, options: Options, nodepools: dict[str, NodePoolShape]
 ) -> str:
-    """Why the node has drifted ("" when it has not); ``nodepools`` keeps each NodePool's hash
-    and requirements for the pass."""
-    node = candidate.node
+    """Why the node has drifted ("" when it has not): from its NodePool first, then the
+    ``drifted`` option; ``nodepools`` keeps each NodePool's shape for the pass."""
     name = candidate.nodepool.metadata.name or ""
     if name not in nodepools:
-        manifest = candidate.nodepool.to_manifest()
-        template = manifest["spec"]["template"]["spec"]
-        nodepools[name] = (
-            nodepool_hash(manifest),
-            Requirements.from_node_selector(template.get("requirements") or ()),
-        )
-    expected, requirements = nodepools[name]
-    annotations = node.annotations
-    if (
-        annotations.get(wk.NODEPOOL_HASH_VERSION) == HASH_VERSION
-        and wk.NODEPOOL_HASH in annotations
-        and annotations[wk.NODEPOOL_HASH] != expected
-    ):
-        return "NodePoolDrifted"
-    for key, requirement in requirements.items():
-        value = node.labels.get(key)
-        if value is not None and not requirement.has(value):
-            return "RequirementsDrifted"
+        nodepools[name] = NodePoolShape.of(candidate.nodepool)
+    node = candidate.node
+    reason = nodepool_drift(nodepools[name], node.labels, node.annotations)
+    if reason:
+        return reason
     return options.drifted(candidate) if options.drifted else ""
 
 
@@ -408,7 +394,7 @@ def _next_command(
         pool = empty[0].nodepool.metadata.name
         return Command("empty", [c for c in empty if c.nodepool.metadata.name == pool])
 
-    compiled: dict[str, tuple[str, Requirements]] = {}
+    compiled: dict[str, NodePoolShape] = {}
     drifting = [*found, *(c for c in eventual if c.name not in exclude)]
     drift = {c.name: r for c in drifting if (r := _drift_reason(c, options, compiled))}
     drifted = [c for c in drifting if c.name in drift]

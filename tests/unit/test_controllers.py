@@ -6,11 +6,12 @@ from __future__ import annotations
 import copy
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from karpenter_core.apis.requirements import Requirements
-from karpenter_core.apis.v1.hashing import nodepool_hash
+from karpenter_core.apis.v1.hashing import HASH_VERSION, nodepool_hash
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.apis.v1.nodepool import NodePool
 from karpenter_core.cloudprovider.types import (
@@ -30,6 +31,7 @@ from karpenter_core.controllers.nodeclaim.consolidatable import (
     consolidatable_at,
     consolidate_after,
 )
+from karpenter_core.controllers.nodeclaim.drifted import DriftedController, drifted_condition
 from karpenter_core.controllers.nodeclaim.initialization import initialization_blocker
 from karpenter_core.controllers.nodeclaim.launch import launch_failure, launched
 from karpenter_core.controllers.nodeclaim.lifecycle import (
@@ -50,6 +52,7 @@ from karpenter_core.controllers.nodepool import nodepool_status
 from karpenter_core.controllers.objects import nodeclaim_path, set_condition, status_true
 from karpenter_core.controllers.provisioning import Batcher, limit_check, without_preemptors
 from karpenter_core.controllers.termination import drain_plan, termination_deadline
+from karpenter_core.disruption.drift import NodePoolShape
 from karpenter_core.operator.kube import Conflict
 from karpenter_core.operator.settings import Settings
 from karpenter_core.scheduling.cluster import limit_usage, with_expected_allocatable
@@ -758,3 +761,168 @@ def test_pod_events_are_persisted_and_read_back_after_a_restart() -> None:
     assert restarted.state.last_pod_event("node-1") == NOW.timestamp()
     [node] = restarted.state.snapshot({}).nodes
     assert node.last_pod_event == NOW.timestamp()
+
+
+# -- the Drifted condition ----------------------------------------------------------------------
+
+
+_LAUNCHED = {"type": "Launched", "status": "True", "reason": "Launched"}
+
+
+def _launched_claim(**meta: Any) -> NodeClaim:
+    """A launched spot NodeClaim of ``_nodepool()`` stamped with its current hash."""
+    labels = {"karpenter.sh/nodepool": "default", "karpenter.sh/capacity-type": "spot"}
+    annotations = {
+        "karpenter.sh/nodepool-hash": nodepool_hash(_nodepool().to_manifest()),
+        "karpenter.sh/nodepool-hash-version": HASH_VERSION,
+    }
+    conditions = meta.pop("conditions", [_LAUNCHED])
+    return _claim(
+        metadata={
+            "labels": {**labels, **meta.pop("labels", {})},
+            "annotations": {**annotations, **meta.pop("annotations", {})},
+            **meta,
+        },
+        providerID="p://1",
+        nodeName="node-1",
+        conditions=conditions,
+    )
+
+
+def _provider_says(reason: str) -> Callable[[NodeClaim], str | None]:
+    return lambda _claim: reason
+
+
+def _drifted(claim: NodeClaim, pool: NodePool | None, provider: str = "") -> str | None:
+    shape = NodePoolShape.of(pool) if pool is not None else None
+    return drifted_condition(claim, shape, _provider_says(provider))
+
+
+def test_drifted_takes_the_nodepools_drift_before_the_providers() -> None:
+    # Drift/Drift/"should detect drift", "should detect static drift before cloud provider
+    # drift", "should detect node requirement drift before cloud provider drift".
+    assert _drifted(_launched_claim(), _nodepool(), "drifted") == "drifted"
+    assert _drifted(_launched_claim(), _nodepool()) == ""
+    stale = _launched_claim(annotations={"karpenter.sh/nodepool-hash": "test-123"})
+    assert _drifted(stale, _nodepool(), "drifted") == "NodePoolDrifted"
+    on_demand = _nodepool(
+        requirements=[
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+        ]
+    )
+    assert _drifted(_launched_claim(), on_demand, "drifted") == "RequirementsDrifted"
+
+
+def test_drifted_detects_changes_to_the_nodepools_static_fields() -> None:
+    # Drift/NodePool Static Drift/"should detect drift on changes to the static fields"
+    # (Labels, Taints, StartupTaints, NodeClassRef Name, ExpireAfter, TerminationGracePeriod).
+    changes: list[dict[str, Any]] = [
+        {"taints": [{"key": "keytest2taint", "effect": "NoExecute"}]},
+        {"startupTaints": [{"key": "keytest2taint", "effect": "NoExecute"}]},
+        {"nodeClassRef": {"group": "g.sh", "kind": "K", "name": "testName"}},
+        {"expireAfter": "100m"},
+        {"terminationGracePeriod": "100m"},
+    ]
+    for change in changes:
+        assert _drifted(_launched_claim(), _nodepool(**change)) == "NodePoolDrifted", change
+    labelled = _nodepool()
+    labelled.spec.template.metadata.labels["keyLabelTest"] = "valueLabelTest"
+    assert _drifted(_launched_claim(), labelled) == "NodePoolDrifted"
+
+
+def test_drifted_needs_the_nodeclaims_hash_and_our_hash_version() -> None:
+    # Drift/NodePool Static Drift/"should not return drifted if karpenter.sh/nodepool-hash
+    # annotation is not present on the NodeClaim", "... if the NodeClaim's
+    # karpenter.sh/nodepool-hash-version annotation does not match the NodePool's", "... if
+    # karpenter.sh/nodepool-hash-version annotation is not present on the NodeClaim".
+    no_hash = _launched_claim()
+    del no_hash.metadata.annotations["karpenter.sh/nodepool-hash"]
+    other_version = _launched_claim(
+        annotations={
+            "karpenter.sh/nodepool-hash": "test-hash-2",
+            "karpenter.sh/nodepool-hash-version": "test-version-2",
+        }
+    )
+    no_version = _launched_claim(annotations={"karpenter.sh/nodepool-hash": "test-hash-111111111"})
+    del no_version.metadata.annotations["karpenter.sh/nodepool-hash-version"]
+    for claim in (no_hash, other_version, no_version):
+        assert _drifted(claim, _nodepool()) == ""
+
+
+def test_drifted_is_cleared_before_launch_and_left_alone_without_a_nodepool() -> None:
+    # Drift/"should remove the status condition from the nodeClaim when the nodeClaim launch
+    # condition is unknown" / "... is false", "should not detect drift if the nodePool does not
+    # exist".
+    for launch in ("Unknown", "False"):
+        claim = _launched_claim(
+            conditions=[
+                {"type": "Launched", "status": launch, "reason": "LaunchFailed"},
+                {"type": "Drifted", "status": "True", "reason": "drifted"},
+            ]
+        )
+        assert _drifted(claim, _nodepool(), "drifted") == ""
+    assert _drifted(_launched_claim(), None, "drifted") is None
+
+
+def _drifted_context(
+    claim: NodeClaim, clock: list[float], provider: list[str]
+) -> tuple[Context, _NodeClaimEndpoint, DriftedController]:
+    """The NodeClaim behind an endpoint, ``_nodepool()`` in the state, and a provider whose
+    drift is ``provider[0]`` ("!" raises)."""
+    context, endpoint = _controller_context(claim, clock)
+    pool = _nodepool().to_manifest()
+    pool["metadata"]["resourceVersion"] = "2"
+    context.state.nodepools_informer.inject(pool)
+
+    class Provider:
+        def is_drifted(self, nodeclaim: NodeClaim) -> str:
+            if provider[0] == "!":
+                raise RuntimeError("cloud unreachable")
+            return provider[0]
+
+    context.provider = Provider()  # type: ignore[assignment]
+    return context, endpoint, DriftedController(context)
+
+
+def _drift_condition(context: Context) -> tuple[str, str, datetime] | None:
+    written = context.state.nodeclaim("default-abc")
+    assert written is not None
+    found = next((c for c in written.status.conditions if c.type == "Drifted"), None)
+    return None if found is None else (found.status, found.reason, found.last_transition_time)
+
+
+def test_the_drifted_condition_is_written_kept_and_removed() -> None:
+    # Drift/"should detect drift" and "should remove the status condition from the nodeClaim if
+    # the nodeClaim is no longer drifted", through the status subresource; the transition time
+    # stays when only the reason changes, and a provider that fails changes nothing.
+    clock = [NOW.timestamp()]
+    provider = ["drifted"]
+    context, endpoint, controller = _drifted_context(_launched_claim(), clock, provider)
+    controller.reconcile()
+    assert _drift_condition(context) == ("True", "drifted", NOW)
+    controller.reconcile()
+    assert len(endpoint.patches) == 1, "an unchanged condition is not written again"
+
+    clock[0] += 60
+    provider[0] = "AMIDrift"
+    controller.reconcile()
+    assert _drift_condition(context) == ("True", "AMIDrift", NOW)
+
+    provider[0] = "!"
+    controller.reconcile()
+    assert _drift_condition(context) == ("True", "AMIDrift", NOW)
+
+    provider[0] = ""
+    controller.reconcile()
+    assert _drift_condition(context) is None
+    assert len(endpoint.patches) == 3
+
+
+def test_a_deleting_nodeclaim_keeps_its_drifted_condition() -> None:
+    clock = [NOW.timestamp()]
+    deleting = _launched_claim(
+        deletionTimestamp="2026-01-01T11:59:30Z", finalizers=["karpenter.sh/termination"]
+    )
+    _, endpoint, controller = _drifted_context(deleting, clock, ["drifted"])
+    controller.reconcile()
+    assert endpoint.patches == []

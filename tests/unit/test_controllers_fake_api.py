@@ -704,3 +704,111 @@ def test_a_drift_command_is_logged_with_the_check_that_fired(
     )
     record = next(r for r in caplog.records if r.getMessage() == "disrupting")
     assert (record.reason, getattr(record, "drift_reason", None)) == ("drifted", "NodePoolDrifted")
+
+
+def _ready_node_for(cluster: Cluster, pod: str, cpu: str) -> tuple[str, str]:
+    """Launch a node for a new pod ``pod`` of app=web (which shares no node with another) and
+    bind the pod to it; its NodeClaim's and Node's names once the NodeClaim is Ready."""
+    known = {n["metadata"]["name"] for n in cluster.fake.items(NODES)}
+    _web_pod(cluster, pod, cpu=cpu)
+    wait_until(
+        lambda: [n for n in cluster.fake.items(NODES) if n["metadata"]["name"] not in known],
+        f"a node for {pod}",
+        timeout=TIMEOUT,
+    )
+    [node] = [n for n in cluster.fake.items(NODES) if n["metadata"]["name"] not in known]
+    node_name = node["metadata"]["name"]
+    cluster.node_ready(node_name)
+    cluster.bind(pod, node_name)
+    wait_until(
+        lambda: [
+            c
+            for c in cluster.nodeclaims()
+            if (c.get("status") or {}).get("nodeName") == node_name
+            and _conditions(c).get("Ready") == "True"
+        ],
+        f"the NodeClaim of {node_name} ready",
+        timeout=TIMEOUT,
+    )
+    return _claim_of(cluster, node_name), node_name
+
+
+def _claim_of(cluster: Cluster, node: str) -> str:
+    return next(
+        c["metadata"]["name"]
+        for c in cluster.nodeclaims()
+        if (c.get("status") or {}).get("nodeName") == node
+    )
+
+
+def _drift_condition(cluster: Cluster, claim: str) -> tuple[str, str] | None:
+    """The reason and lastTransitionTime of the NodeClaim's True Drifted condition."""
+    conditions = ((cluster.fake.object(f"{NODECLAIMS}/{claim}") or {}).get("status") or {}).get(
+        "conditions"
+    ) or ()
+    return next(
+        (
+            (c["reason"], c["lastTransitionTime"])
+            for c in conditions
+            if c["type"] == "Drifted" and c["status"] == "True"
+        ),
+        None,
+    )
+
+
+def test_drift_takes_the_earliest_drifted_node_first(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Drift/Drift/"should drift one non-empty node at a time, starting with the earliest drift":
+    # the newer node drifts first (its instance type no longer allowed), the older one a second
+    # later (the template changed); once the Drifted budget allows one node, the newer one is
+    # disrupted first, where age alone would take the older.
+    nodepool = _nodepool("web")
+    nodepool["spec"]["disruption"]["budgets"] = [{"nodes": "0", "reasons": ["Drifted"]}]
+    cluster.kube.create(NODEPOOLS, nodepool)
+    older_claim, older_node = _ready_node_for(cluster, "web-0", cpu="1")
+    time.sleep(1.1)  # creation times have a resolution of a second
+    newer_claim, newer_node = _ready_node_for(cluster, "web-1", cpu="3")
+    newer_type, older_type = (
+        (cluster.fake.object(f"{NODES}/{name}") or {})["metadata"]["labels"][wk.INSTANCE_TYPE]
+        for name in (newer_node, older_node)
+    )
+    assert newer_type != older_type
+
+    requirements = nodepool["spec"]["template"]["spec"]["requirements"]
+    excluded = {"key": wk.INSTANCE_TYPE, "operator": "NotIn", "values": [newer_type]}
+    cluster.kube.patch(
+        f"{NODEPOOLS}/web",
+        {"spec": {"template": {"spec": {"requirements": [*requirements, excluded]}}}},
+    )
+    wait_until(
+        lambda: _drift_condition(cluster, newer_claim), "the newer node drifted", timeout=TIMEOUT
+    )
+    first = _drift_condition(cluster, newer_claim)
+    assert first is not None and first[0] == "RequirementsDrifted"
+    assert _drift_condition(cluster, older_claim) is None
+    time.sleep(1.1)  # so do transition times
+    cluster.kube.patch(
+        f"{NODEPOOLS}/web", {"spec": {"template": {"metadata": {"labels": {"team": "b"}}}}}
+    )
+    wait_until(
+        lambda: _drift_condition(cluster, older_claim), "the older node drifted", timeout=TIMEOUT
+    )
+    wait_until(
+        lambda: (_drift_condition(cluster, newer_claim) or ("",))[0] == "NodePoolDrifted",
+        "the newer node's drift reason updated",
+        timeout=TIMEOUT,
+    )
+    assert _drift_condition(cluster, newer_claim) == ("NodePoolDrifted", first[1]), (
+        "the reason changed, not when the node drifted"
+    )
+
+    caplog.set_level("INFO", logger="karpenter.disruption")
+    cluster.kube.patch(f"{NODEPOOLS}/web", {"spec": {"disruption": {"budgets": [{"nodes": "1"}]}}})
+    wait_until(
+        lambda: [r for r in caplog.records if r.getMessage() == "disrupting"],
+        "a drift command started",
+        timeout=TIMEOUT,
+    )
+    started = next(r for r in caplog.records if r.getMessage() == "disrupting")
+    assert (started.reason, started.nodes) == ("drifted", [newer_node])
