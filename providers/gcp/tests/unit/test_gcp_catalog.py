@@ -232,3 +232,22 @@ def test_first_instance_types_from_packaged_data_load_fast():
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert float(out.stdout) < 0.3
+
+
+@pytest.mark.slow
+def test_live_catalog_through_the_fake_server_matches_the_packaged_rows():
+    from karpenter_gcp.clients import GCPClients
+    from karpenter_gcp.testing import FakeGCE
+
+    with FakeGCE() as fake:
+        clients = GCPClients.create(fake.project, endpoint=fake.endpoint)
+        prices = GCPPricing("us-central1", clients.billing)
+        cat = Catalog.live(clients, "us-central1", prices, UnavailableOfferings())
+        live = {it.name: it for it in cat.instance_types(BuildOptions("us-central1"))}
+        offline = {mt.name: mt for mt in offline_machine_types("us-central1")}
+        assert set(live) == set(offline)
+        a3 = live["a3-highgpu-2g"]
+        assert a3.capacity[RESOURCE_NVIDIA_GPU] == 2000
+        assert a3.requirements["karpenter.k8s.gcp/instance-gpu-memory"].values == {"81920"}
+        zones = a3.requirements["topology.kubernetes.io/zone"].values
+        assert zones == set(offline["a3-highgpu-2g"].zones)

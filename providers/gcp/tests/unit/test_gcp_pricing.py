@@ -166,3 +166,20 @@ def _pricing_from(protos, region):
     pricing = GCPPricing(region, _Billing(protos))
     assert pricing.refresh()
     return pricing
+
+
+@pytest.mark.slow
+def test_twenty_types_priced_from_the_fake_server_agree_with_the_packaged_table():
+    from karpenter_gcp.clients import GCPClients
+    from karpenter_gcp.testing import FakeGCE
+
+    with FakeGCE() as fake:
+        billing = GCPClients.create(fake.project, endpoint=fake.endpoint).billing
+        assert _agreement(lambda region: _pricing_from_client(billing, region)) < 0.01
+        assert any("/skus" in request.path for request in fake.requests)
+
+
+def _pricing_from_client(billing, region):
+    pricing = GCPPricing(region, billing)
+    assert pricing.refresh()
+    return pricing
