@@ -206,7 +206,7 @@ _LABEL_RULES = ruled(
 )
 _METADATA_RULES = ruled(
     Rule(
-        f"self.all(k, !(k in [{listed(RESERVED_METADATA)}]))",
+        " && ".join(f"!('{key}' in self)" for key in RESERVED_METADATA),
         "spec.metadata contains a reserved GKE metadata key",
         lambda m: not set(m) & set(RESERVED_METADATA),
     )
