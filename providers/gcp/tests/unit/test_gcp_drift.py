@@ -53,7 +53,7 @@ def nodeclaim(hash_: str | None, version: str = HASH_VERSION, image: str | None 
                     "group": "karpenter.k8s.gcp",
                     "kind": "GCENodeClass",
                     "name": "default",
-                }
+                },
             },
             "status": {"imageID": image} if image else {},
         }

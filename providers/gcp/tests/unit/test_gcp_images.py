@@ -124,8 +124,8 @@ class Images:
     listed: list[ListedImage]
     calls: list[tuple[str, ...]] = field(default_factory=list)
 
-    def list(self, *, project: str, filter: str) -> list[Any]:
-        self.calls.append(("list", project, filter))
+    def list(self, *, request: dict[str, str]) -> list[Any]:
+        self.calls.append(("list", request["project"], request["filter"]))
         return [proto(i) for i in self.listed]
 
     def get(self, *, project: str, image: str) -> Any:
