@@ -18,6 +18,8 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
 - ``machines``: cloud machines as the NodeClaims ``create``, ``get`` and ``list`` return.
 - ``launch``: the offering a launch takes (the cheapest a NodeClaim allows) and the labels a
   kubelet may register its node with.
+- ``nodeclaims``: the NodeClaim calls of a provider's own controllers (list, delete, a Node's
+  uid).
 - ``clients``: a provider's cloud clients by name, handed in or built once on first use.
 - ``kubelet``: kubelet flags of a NodeClass's set values, and taints as the kubelet takes them.
 - ``status``: the NodeClass status controller a provider subclasses.
