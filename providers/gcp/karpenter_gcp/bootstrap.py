@@ -9,12 +9,18 @@ its own node labels, taints, max pods and zone, and the GCENodeClass's metadata 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NodeTemplate", "node_metadata", "template_name"]
+from google.api_core import exceptions
+
+from karpenter_core.sdk.types import CloudProviderError
+from karpenter_gcp.errors import RETRY
+
+__all__ = ["NodeTemplate", "node_metadata", "read_template", "template_name"]
 
 KUBE_ENV = "kube-env"
 KUBE_LABELS = "kube-labels"
@@ -54,6 +60,23 @@ def template_name(node_pool: Mapping[str, Any]) -> str:
     if not urls:
         raise ValueError(f"GKE node pool {node_pool.get('name')!r} has no instanceGroupUrls")
     return re.sub(r"-grp$", "", str(urls[0]).rsplit("/", 1)[-1])
+
+
+def read_template(
+    clients: Any, project: str, location: str, cluster: str, pool: str
+) -> NodeTemplate:
+    """The instance template of GKE node pool ``pool`` (``clients``: ``node_pool`` and
+    ``instance_templates``); ``CloudProviderError`` when it cannot be read."""
+    try:
+        node_pool = clients.node_pool(location, cluster, pool)
+        template = clients.instance_templates.get(
+            project=project, instance_template=template_name(node_pool), retry=RETRY
+        )
+    except (exceptions.GoogleAPICallError, ValueError, OSError) as error:
+        raise CloudProviderError(
+            f"reading GKE node pool {pool!r}'s instance template: {error}"
+        ) from None
+    return NodeTemplate.from_template(json.loads(type(template).to_json(template)))
 
 
 def node_metadata(

@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -47,6 +48,7 @@ __all__ = [
     "instance_body",
     "instance_name",
     "machine_of",
+    "message_json",
     "parse_provider_id",
     "provider_id",
 ]
@@ -208,7 +210,7 @@ def machine_of(project: str, instance: Mapping[str, Any]) -> Machine:
     )
 
 
-def _json(message: Any) -> dict[str, Any]:
+def message_json(message: Any) -> dict[str, Any]:
     """A Compute API message as its JSON."""
     return dict(json.loads(type(message).to_json(message)))
 
@@ -225,8 +227,7 @@ class Instances:
         zones: Sequence[str],
         unavailable: UnavailableOfferings,
     ) -> None:
-        self._instances = clients.instances
-        self._operations = clients.zone_operations
+        self._clients = clients
         self._project = project
         self._cluster = cluster_name
         self._zones = tuple(zones)
@@ -235,26 +236,33 @@ class Instances:
     def find(self, zone: str, name: str) -> Machine | None:
         """The instance ``name`` in ``zone``, or None when there is none."""
         try:
-            found = self._instances.get(
+            found = self._clients.instances.get(
                 project=self._project, zone=zone, instance=name, retry=RETRY
             )
         except exceptions.NotFound:
             return None
-        return machine_of(self._project, _json(found))
+        return machine_of(self._project, message_json(found))
 
     def launch(self, spec: LaunchSpec, instance_type: InstanceType) -> Machine:
         """The instance for ``spec``: the one already there, else inserted and waited for.
         ``InsufficientCapacity`` (the offering marked) when GCE has no capacity or quota for it,
         ``CreateError`` for any other failure."""
         existing = self.find(spec.zone, spec.name)
-        if existing is not None and not existing.deleting:
+        if existing is not None:
+            if existing.deleting:
+                raise CreateError("InstanceDeleting", f"instance {spec.name} is being deleted")
             log.info("found the instance launched before", extra={"instance": spec.name})
             return existing
         body = instance_body(spec)
-        resource = compute_v1.Instance.from_json(json.dumps(body))
         try:
-            operation = self._instances.insert_unary(
-                project=self._project, zone=spec.zone, instance_resource=resource, retry=RETRY
+            operation = self._clients.instances.insert_unary(
+                request={
+                    "project": self._project,
+                    "zone": spec.zone,
+                    "instance_resource": compute_v1.Instance.from_json(json.dumps(body)),
+                    "request_id": str(uuid.uuid4()),
+                },
+                retry=RETRY,
             )
         except exceptions.Conflict:
             return self._found(spec)
@@ -280,7 +288,7 @@ class Instances:
         """The cluster's instances with a NodePool label (not those on their way out)."""
         out = []
         for zone in self._zones:
-            pages = self._instances.list(
+            pages = self._clients.instances.list(
                 request={
                     "project": self._project,
                     "zone": zone,
@@ -289,7 +297,7 @@ class Instances:
                 retry=RETRY,
             )
             for item in pages:
-                machine = machine_of(self._project, _json(item))
+                machine = machine_of(self._project, message_json(item))
                 if machine.nodepool and not machine.deleting:
                     out.append(machine)
         return out
@@ -302,7 +310,7 @@ class Instances:
         if machine is None or machine.deleting:
             raise NodeClaimNotFound(f"instance {name!r} not found in zone {zone!r}")
         try:
-            self._instances.delete_unary(
+            self._clients.instances.delete_unary(
                 project=self._project, zone=zone, instance=name, retry=RETRY
             )
         except exceptions.NotFound:
@@ -316,7 +324,7 @@ class Instances:
         while operation.status != compute_v1.Operation.Status.DONE:
             if time.monotonic() > deadline:
                 raise CreateError("OperationTimeout", f"{operation.name} not done in time")
-            operation = self._operations.wait(
+            operation = self._clients.zone_operations.wait(
                 project=self._project, zone=zone, operation=operation.name, retry=RETRY
             )
         return operation
