@@ -123,9 +123,7 @@ class GCPSettings:
                 "service-account", matching(_SERVICE_ACCOUNT, "a service account e-mail")
             ),
             interruption=get("interruption", boolean),
-            api_endpoint=get(
-                "api-endpoint", url("http", "https", example="http://127.0.0.1:8080")
-            ),
+            api_endpoint=get("api-endpoint", url("http", "https", example="http://127.0.0.1:8080")),
         )
 
     def launch_problems(self) -> list[str]:
