@@ -22,6 +22,8 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
   uid).
 - ``clients``: a provider's cloud clients by name, handed in or built once on first use.
 - ``kubelet``: kubelet flags of a NodeClass's set values, and taints as the kubelet takes them.
+- ``reserved``: node overhead: reservations charged by tiers of a node's size, and the
+  kubelet's reservations and eviction thresholds as a NodeClass writes them.
 - ``status``: the NodeClass status controller a provider subclasses.
 - ``crds``: NodeClass CRD generation and rendering, and the writer of a provider's shipped CRD
   files (``python -m karpenter_core.sdk.crds <provider>``).
