@@ -1,17 +1,14 @@
 """Compute Engine instances of the cluster's nodes: one ``instances.insert`` per NodeClaim.
 
-An instance is named from its NodeClaim (``karpenter-<nodeclaim>``), so a create that is retried
-finds what it made: ``launch`` reads the instance in the chosen zone first and returns it when it
-is there. A launch is one GET (404), one insert and the reads of its zone operation
-(``zoneOperations.wait``, through the same endpoint as every other call; the client library's
-own operation poller would go to the real endpoint). A stockout or quota error, answered by the
-insert or found in the finished operation, marks the offering (``karpenter_gcp.errors``) and
-raises ``InsufficientCapacity``. Spot instances are ``provisioningModel: SPOT`` and deleted when
-preempted; every disk is deleted with its instance.
-
-``list`` reads each zone's instances labelled with the cluster's name and keeps those with a
-NodePool label; providerIDs are ``gce://<project>/<zone>/<name>`` as the GCE cloud controller
-writes them.
+A NodeClaim's instance is ``karpenter-<nodeclaim>`` in the zone of the cheapest offering it
+allows, so a create that is retried finds what it made: ``create`` reads that instance first
+and returns it when it is there. A launch is one GET (404), one insert and the reads of its zone
+operation (``zoneOperations.wait``, through the same endpoint as every other call; the client
+library's operation poller would go to the real one). A stockout or quota error, answered by the
+insert or found in the finished operation, marks the offering and raises
+``InsufficientCapacity`` (``karpenter_gcp.errors``). Spot instances are deleted when preempted;
+every disk is deleted with its instance. ``list`` reads each zone's instances labelled with the
+cluster's name; providerIDs are ``gce://<project>/<zone>/<name>``.
 """
 
 from __future__ import annotations
@@ -22,61 +19,57 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.api_core import exceptions
 from google.cloud import compute_v1
 
 from karpenter_core.apis import labels as wk
+from karpenter_core.apis.v1.nodeclaim import NodeClaim
+from karpenter_core.sdk.catalog import RefreshedData
+from karpenter_core.sdk.kubelet import taint_text
+from karpenter_core.sdk.launch import cheapest_offering, kubelet_labels
 from karpenter_core.sdk.machines import Machine
 from karpenter_core.sdk.offerings import UnavailableOfferings
-from karpenter_core.sdk.types import CreateError, InstanceType, NodeClaimNotFound
-from karpenter_gcp.bootstrap import NodeTemplate
+from karpenter_core.sdk.types import (
+    CloudProviderError,
+    CreateError,
+    InstanceType,
+    InsufficientCapacity,
+    NodeClaimNotFound,
+    Offering,
+    Requirements,
+    launch_request,
+)
+from karpenter_gcp.bootstrap import NodeTemplate, node_metadata, read_template
 from karpenter_gcp.errors import RETRY, capacity_error, error_codes
+from karpenter_gcp.nodeclass import GCENodeClass
+from karpenter_gcp.settings import GCPSettings
 
-__all__ = [
-    "LABEL_CLUSTER",
-    "LABEL_NODECLAIM",
-    "LABEL_NODECLASS",
-    "LABEL_NODEPOOL",
-    "Disk",
-    "Instances",
-    "LaunchSpec",
-    "instance_body",
-    "instance_name",
-    "machine_of",
-    "message_json",
-    "parse_provider_id",
-    "provider_id",
-]
+__all__ = ["Instances", "instance_body", "instance_name", "machine_of", "provider_id"]
 
 LABEL_CLUSTER = "goog-k8s-cluster-name"
 """GKE's label of the cluster an instance belongs to (its name)."""
-LABEL_NODEPOOL = "karpenter-sh-nodepool"
-LABEL_NODECLAIM = "karpenter-sh-nodeclaim"
+LABEL_NODEPOOL, LABEL_NODECLAIM = "karpenter-sh-nodepool", "karpenter-sh-nodeclaim"
 LABEL_NODECLASS = "karpenter-k8s-gcp-gcenodeclass"
+LABEL_GPU_COUNT = "karpenter.k8s.gcp/instance-gpu-count"
 IMAGE_METADATA = "karpenter-source-image"
-"""Metadata holding the boot image (an instance read back does not name it)."""
+"""Metadata naming the boot image (an instance read back does not)."""
 GONE = frozenset({"STOPPING", "TERMINATED"})
 """States of an instance on its way out (a deleted or preempted one stops first)."""
-SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 OPERATION_TIMEOUT = 300.0
-_NAME_LIMIT = 63
+TEMPLATE_REFRESH = timedelta(minutes=10)
 
 log = logging.getLogger("karpenter.gcp")
 
 
 def instance_name(nodeclaim: str) -> str:
-    """The instance name of a NodeClaim: ``karpenter-<nodeclaim>``, cut and suffixed with a hash
-    when longer than GCE's 63 characters."""
+    """``karpenter-<nodeclaim>``, cut and ended with a hash beyond GCE's 63 characters."""
     name = f"karpenter-{nodeclaim}"
-    if len(name) <= _NAME_LIMIT:
-        return name
     digest = hashlib.sha256(nodeclaim.encode()).hexdigest()[:8]
-    return f"{name[: _NAME_LIMIT - 9].rstrip('-')}-{digest}"
+    return name if len(name) <= 63 else f"{name[:54].rstrip('-')}-{digest}"
 
 
 def provider_id(project: str, zone: str, name: str) -> str:
@@ -84,104 +77,116 @@ def provider_id(project: str, zone: str, name: str) -> str:
     return f"gce://{project}/{zone}/{name}"
 
 
-def parse_provider_id(value: str) -> tuple[str, str, str]:
-    """(project, zone, name) of a GCE providerID; ``NodeClaimNotFound`` when it is not one."""
+def _parse(value: str) -> tuple[str, str]:
+    """(zone, name) of a GCE providerID; ``NodeClaimNotFound`` when it is not one."""
     parts = value.removeprefix("gce://").split("/") if value.startswith("gce://") else []
     if len(parts) != 3 or not all(parts):
         raise NodeClaimNotFound(f"{value!r} is not a GCE providerID (gce://project/zone/name)")
-    return parts[0], parts[1], parts[2]
+    return parts[1], parts[2]
 
 
-@dataclass(frozen=True, slots=True)
-class Disk:
-    """A disk of the instance: ``category`` is a disk type (``pd-balanced``, ``local-ssd``)."""
-
-    size_gib: int
-    category: str = "pd-balanced"
-    boot: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchSpec:
-    """What to launch for one NodeClaim: one machine type, zone and capacity type."""
-
-    name: str
-    machine_type: str
-    zone: str
-    capacity_type: str
-    image: str
-    disks: tuple[Disk, ...]
-    metadata: Mapping[str, str]
-    labels: Mapping[str, str]
-    template: NodeTemplate
-    max_pods: int = 110
-    subnetwork: str = ""
-    """Overrides the template's (a URL or ``regions/<r>/subnetworks/<name>``)."""
-    private_nodes: bool | None = None
-    """No external address when True; the template's choice when None."""
-    network_tags: tuple[str, ...] = ()
-    service_account: str = ""
-    gpu: bool = False
-    """A built-in GPU: no live migration."""
-
-
-def instance_body(spec: LaunchSpec) -> dict[str, Any]:
-    """The instance resource (Compute API JSON) for ``spec``."""
-    spot = spec.capacity_type == wk.CAPACITY_TYPE_SPOT
-    scheduling: dict[str, Any] = {
-        "provisioningModel": "SPOT" if spot else "STANDARD",
-        "automaticRestart": not spot,
-        "onHostMaintenance": "TERMINATE" if spot or spec.gpu else "MIGRATE",
-    }
-    if spot:
-        scheduling["instanceTerminationAction"] = "DELETE"
-    accounts = [dict(a) for a in spec.template.service_accounts]
-    if spec.service_account:
-        accounts = [{"email": spec.service_account, "scopes": list(SCOPES)}]
-    metadata = {**spec.metadata, IMAGE_METADATA: spec.image}
+def instance_body(
+    nodeclaim: NodeClaim,
+    node_class: GCENodeClass,
+    instance_type: InstanceType,
+    offering: Offering,
+    template: NodeTemplate,
+    settings: GCPSettings,
+) -> dict[str, Any]:
+    """The instance (Compute API JSON) launched for ``nodeclaim`` as ``offering``."""
+    spec, zone, name = node_class.spec, offering.zone, nodeclaim.metadata.name or ""
+    spot = offering.capacity_type == wk.CAPACITY_TYPE_SPOT
+    gpus = instance_type.requirements.labels().get(LABEL_GPU_COUNT, "0")
+    node_labels = {
+        **nodeclaim.metadata.labels,
+        wk.INSTANCE_TYPE: instance_type.name,
+        wk.TOPOLOGY_ZONE: zone,
+        wk.CAPACITY_TYPE: offering.capacity_type,
+        "cloud.google.com/gke-provisioning": "spot" if spot else "standard",
+    } | ({"cloud.google.com/gke-spot": "true"} if spot else {})
+    max_pods = instance_type.capacity.get("pods", 110_000) // 1000
+    taints = [taint_text(t) for t in (*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints)]
+    image = _image(node_class, instance_type)
+    metadata = node_metadata(
+        template, kubelet_labels(node_labels), taints, max_pods, zone, spec.metadata
+    ) | {IMAGE_METADATA: image}
+    accounts = [dict(a) for a in template.service_accounts]
+    if spec.service_account or settings.service_account:
+        email = spec.service_account or settings.service_account
+        accounts = [{"email": email, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}]
+    boot = next((d.category for d in spec.disks if d.boot), None)
+    disks = [_disk(zone, d.size_gib, d.category) for d in spec.disks if not d.boot]
     return {
-        "name": spec.name,
-        "machineType": f"zones/{spec.zone}/machineTypes/{spec.machine_type}",
-        "disks": [_disk(spec, disk) for disk in sorted(spec.disks, key=lambda d: not d.boot)],
-        "networkInterfaces": [_interface(spec, nic) for nic in spec.template.network_interfaces],
+        "name": instance_name(name),
+        "machineType": f"zones/{zone}/machineTypes/{instance_type.name}",
+        "disks": [_disk(zone, spec.boot_disk_gib(), boot, image), *disks],
+        "networkInterfaces": [
+            _interface(node_class, nic, max_pods) for nic in template.network_interfaces
+        ],
         "serviceAccounts": accounts,
         "metadata": {"items": [{"key": k, "value": v} for k, v in sorted(metadata.items())]},
-        "labels": {**spec.template.labels, **spec.labels},
-        "tags": {"items": list(dict.fromkeys([*spec.template.tags, *spec.network_tags]))},
-        "scheduling": scheduling,
+        "labels": {
+            **template.labels,
+            **spec.labels,
+            LABEL_CLUSTER: settings.cluster_name,
+            LABEL_NODEPOOL: nodeclaim.metadata.labels.get(wk.NODEPOOL, "").replace(".", "_"),
+            LABEL_NODECLAIM: name.replace(".", "_"),
+            LABEL_NODECLASS: (node_class.metadata.name or "").replace(".", "_"),
+        },
+        "tags": {"items": list(dict.fromkeys([*template.tags, *spec.network_tags]))},
+        "scheduling": {
+            "provisioningModel": "SPOT" if spot else "STANDARD",
+            "automaticRestart": not spot,
+            "onHostMaintenance": "TERMINATE" if spot or gpus not in ("", "0") else "MIGRATE",
+        }
+        | ({"instanceTerminationAction": "DELETE"} if spot else {}),
     }
 
 
-def _disk(spec: LaunchSpec, disk: Disk) -> dict[str, Any]:
-    disk_type = f"zones/{spec.zone}/diskTypes/{disk.category}"
-    if disk.category == "local-ssd":
-        scratch = {"diskType": disk_type}
+def _image(node_class: GCENodeClass, instance_type: InstanceType) -> str:
+    """The first resolved image whose requirements the instance type meets."""
+    for image in node_class.status.images:
+        wanted = Requirements.from_node_selector(r.model_dump() for r in image.requirements)
+        if instance_type.requirements.intersects(wanted) is None:
+            return image.source_image
+    name = node_class.metadata.name
+    raise CloudProviderError(
+        f"GCENodeClass {name!r} has no resolved image for {instance_type.name}"
+    )
+
+
+def _disk(zone: str, size: int | None, category: str | None, image: str = "") -> dict[str, Any]:
+    """A disk deleted with its instance: the boot disk (with ``image``), a persistent one or a
+    local SSD."""
+    params: dict[str, Any] = {"diskType": f"zones/{zone}/diskTypes/{category or 'pd-balanced'}"}
+    if category == "local-ssd":
         return {
             "type": "SCRATCH",
             "interface": "NVME",
             "autoDelete": True,
-            "initializeParams": scratch,
+            "initializeParams": params,
         }
-    params: dict[str, Any] = {"diskType": disk_type, "diskSizeGb": str(disk.size_gib)}
-    if disk.boot:
-        params["sourceImage"] = spec.image
-    return {"boot": disk.boot, "autoDelete": True, "type": "PERSISTENT", "initializeParams": params}
+    params["diskSizeGb"] = str(size or 100)
+    params |= {"sourceImage": image} if image else {}
+    return {
+        "boot": bool(image),
+        "autoDelete": True,
+        "type": "PERSISTENT",
+        "initializeParams": params,
+    }
 
 
-def _interface(spec: LaunchSpec, nic: Mapping[str, Any]) -> dict[str, Any]:
-    """A template's network interface, with the NodeClass's subnetwork and address choice and
-    a pod range sized for ``max_pods`` (GKE's: twice as many addresses, /23 to /28)."""
-    prefix = min(max(32 - (2 * spec.max_pods - 1).bit_length(), 23), 28)
+def _interface(node_class: GCENodeClass, nic: Mapping[str, Any], max_pods: int) -> dict[str, Any]:
+    """A template's network interface with the GCENodeClass's subnetwork and address choice,
+    and a pod range sized for ``max_pods`` as GKE sizes it (twice the addresses, /23 to /28)."""
+    prefix = min(max(32 - (2 * max_pods - 1).bit_length(), 23), 28)
     out: dict[str, Any] = {k: nic[k] for k in ("network", "subnetwork", "stackType") if k in nic}
-    if spec.subnetwork:
-        out["subnetwork"] = spec.subnetwork
-    ranges = [
-        {"ipCidrRange": f"/{prefix}", **{k: v for k, v in r.items() if k == "subnetworkRangeName"}}
-        for r in nic.get("aliasIpRanges") or ()
-    ]
-    if ranges:
-        out["aliasIpRanges"] = ranges
-    private = spec.private_nodes if spec.private_nodes is not None else not nic.get("accessConfigs")
+    out["subnetwork"] = node_class.status.subnetwork or out.get("subnetwork", "")
+    ranges = [r.get("subnetworkRangeName") for r in nic.get("aliasIpRanges") or ()]
+    out["aliasIpRanges"] = [{"ipCidrRange": f"/{prefix}", "subnetworkRangeName": r} for r in ranges]
+    network = node_class.spec.network_config
+    private = network.enable_private_nodes if network else None
+    private = not nic.get("accessConfigs") if private is None else private
     out["accessConfigs"] = [] if private else [{"type": "ONE_TO_ONE_NAT", "name": "external-nat"}]
     return out
 
@@ -189,23 +194,22 @@ def _interface(spec: LaunchSpec, nic: Mapping[str, Any]) -> dict[str, Any]:
 def machine_of(project: str, instance: Mapping[str, Any]) -> Machine:
     """What the provider reads of an instance (its Compute API JSON)."""
     zone = str(instance.get("zone", "")).rsplit("/", 1)[-1]
-    name = str(instance.get("name", ""))
-    labels: Mapping[str, str] = instance.get("labels") or {}
+    name, labels = str(instance.get("name", "")), instance.get("labels") or {}
     items = (instance.get("metadata") or {}).get("items") or ()
-    image = next((str(i.get("value", "")) for i in items if i.get("key") == IMAGE_METADATA), "")
     created = instance.get("creationTimestamp")
-    spot = (instance.get("scheduling") or {}).get("provisioningModel") == "SPOT"
     return Machine(
         id=name,
         provider_id=provider_id(project, zone, name),
         instance_type=str(instance.get("machineType", "")).rsplit("/", 1)[-1],
-        capacity_type=wk.CAPACITY_TYPE_SPOT if spot else wk.CAPACITY_TYPE_ON_DEMAND,
+        capacity_type=wk.CAPACITY_TYPE_SPOT
+        if (instance.get("scheduling") or {}).get("provisioningModel") == "SPOT"
+        else wk.CAPACITY_TYPE_ON_DEMAND,
         zone=zone,
         created=datetime.fromisoformat(created) if created else None,
-        nodeclaim=labels.get(LABEL_NODECLAIM, ""),
-        nodepool=labels.get(LABEL_NODEPOOL, ""),
-        node_class=labels.get(LABEL_NODECLASS, ""),
-        image_id=image,
+        nodeclaim=labels.get(LABEL_NODECLAIM, "").replace("_", "."),
+        nodepool=labels.get(LABEL_NODEPOOL, "").replace("_", "."),
+        node_class=labels.get(LABEL_NODECLASS, "").replace("_", "."),
+        image_id=next((i.get("value", "") for i in items if i.get("key") == IMAGE_METADATA), ""),
         deleting=instance.get("status") in GONE,
     )
 
@@ -216,22 +220,52 @@ def message_json(message: Any) -> dict[str, Any]:
 
 
 class Instances:
-    """The cluster's instances in ``zones`` of ``project``, through ``clients`` (``instances``,
-    ``zone_operations``)."""
+    """The cluster's instances in ``zones``, through ``clients`` (``instances``,
+    ``zone_operations``; ``node_pool`` and ``instance_templates`` for the node pool's template,
+    read on first use and every ``TEMPLATE_REFRESH``)."""
 
     def __init__(
         self,
         clients: Any,
-        project: str,
-        cluster_name: str,
-        zones: Sequence[str],
+        settings: GCPSettings,
+        zones: Iterable[str],
         unavailable: UnavailableOfferings,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self._clients = clients
-        self._project = project
-        self._cluster = cluster_name
-        self._zones = tuple(zones)
-        self._unavailable = unavailable
+        self._clients, self._settings, self._zones = clients, settings, tuple(zones)
+        self._project, self._unavailable = settings.project_id, unavailable
+        location, cluster = settings.cluster_location, settings.cluster_name
+        self.template = RefreshedData(
+            lambda: read_template(clients, self._project, location, cluster, settings.node_pool),
+            what="GKE node pool template",
+            interval=TEMPLATE_REFRESH,
+            clock=clock,
+        )
+
+    def create(
+        self, nodeclaim: NodeClaim, node_class: GCENodeClass, instance_types: Iterable[InstanceType]
+    ) -> Machine:
+        """The instance of ``nodeclaim``: the one launched before, else one inserted now as the
+        cheapest offering it allows. ``InsufficientCapacity`` when none is left or GCE has no
+        capacity or quota for it (the offering marked), ``CreateError`` for other failures."""
+        requirements, requests = launch_request(nodeclaim)
+        chosen = cheapest_offering(instance_types, requirements, requests)
+        if chosen is None:
+            raise InsufficientCapacity(
+                f"no machine type of GCENodeClass {node_class.metadata.name!r} meets NodeClaim "
+                f"{nodeclaim.metadata.name!r} with an available offering"
+            )
+        instance_type, offering = chosen
+        name = instance_name(nodeclaim.metadata.name or "")
+        existing = self.find(offering.zone, name)
+        if existing is not None:
+            if existing.deleting:
+                raise CreateError("InstanceDeleting", f"instance {name} is being deleted")
+            return existing
+        body = instance_body(
+            nodeclaim, node_class, instance_type, offering, self.template.current(), self._settings
+        )
+        return self._launch(body, instance_type, offering)
 
     def find(self, zone: str, name: str) -> Machine | None:
         """The instance ``name`` in ``zone``, or None when there is none."""
@@ -243,111 +277,82 @@ class Instances:
             return None
         return machine_of(self._project, message_json(found))
 
-    def launch(self, spec: LaunchSpec, instance_type: InstanceType) -> Machine:
-        """The instance for ``spec``: the one already there, else inserted and waited for.
-        ``InsufficientCapacity`` (the offering marked) when GCE has no capacity or quota for it,
-        ``CreateError`` for any other failure."""
-        existing = self.find(spec.zone, spec.name)
-        if existing is not None:
-            if existing.deleting:
-                raise CreateError("InstanceDeleting", f"instance {spec.name} is being deleted")
-            log.info("found the instance launched before", extra={"instance": spec.name})
-            return existing
-        body = instance_body(spec)
-        try:
-            operation = self._clients.instances.insert_unary(
-                request={
-                    "project": self._project,
-                    "zone": spec.zone,
-                    "instance_resource": compute_v1.Instance.from_json(json.dumps(body)),
-                    "request_id": str(uuid.uuid4()),
-                },
-                retry=RETRY,
-            )
-        except exceptions.Conflict:
-            return self._found(spec)
-        except exceptions.GoogleAPICallError as error:
-            raise self._failure(spec, instance_type, error_codes(error)) from None
-        operation = self._wait(spec.zone, operation)
-        codes = error_codes(operation)
-        if codes:
-            raise self._failure(spec, instance_type, codes)
-        log.info("launched instance", extra={"instance": spec.name, "zone": spec.zone})
-        return machine_of(self._project, {**body, "zone": spec.zone, "status": "PROVISIONING"})
-
     def get(self, value: str) -> Machine:
         """The instance of providerID ``value``; ``NodeClaimNotFound`` when it is gone or
         going."""
-        _, zone, name = parse_provider_id(value)
+        zone, name = _parse(value)
         machine = self.find(zone, name)
         if machine is None or machine.deleting:
             raise NodeClaimNotFound(f"instance {name!r} not found in zone {zone!r}")
         return machine
 
-    def list(self) -> list[Machine]:
+    def list(self) -> builtins.list[Machine]:
         """The cluster's instances with a NodePool label (not those on their way out)."""
-        out = []
-        for zone in self._zones:
-            pages = self._clients.instances.list(
-                request={
-                    "project": self._project,
-                    "zone": zone,
-                    "filter": f"labels.{LABEL_CLUSTER}={self._cluster}",
-                },
-                retry=RETRY,
+        label = f"labels.{LABEL_CLUSTER}={self._settings.cluster_name}"
+        machines = (
+            machine_of(self._project, message_json(item))
+            for zone in self._zones
+            for item in self._clients.instances.list(
+                request={"project": self._project, "zone": zone, "filter": label}, retry=RETRY
             )
-            for item in pages:
-                machine = machine_of(self._project, message_json(item))
-                if machine.nodepool and not machine.deleting:
-                    out.append(machine)
-        return out
+        )
+        return [m for m in machines if m.nodepool and not m.deleting]
 
     def delete(self, value: str) -> None:
         """Start deleting the instance of providerID ``value`` (its disks go with it);
         ``NodeClaimNotFound`` once it is gone or going."""
-        _, zone, name = parse_provider_id(value)
-        machine = self.find(zone, name)
-        if machine is None or machine.deleting:
-            raise NodeClaimNotFound(f"instance {name!r} not found in zone {zone!r}")
+        machine = self.get(value)
         try:
             self._clients.instances.delete_unary(
-                project=self._project, zone=zone, instance=name, retry=RETRY
+                project=self._project, zone=machine.zone, instance=machine.id, retry=RETRY
             )
         except exceptions.NotFound:
-            raise NodeClaimNotFound(f"instance {name!r} not found in zone {zone!r}") from None
-        log.info("deleting instance", extra={"instance": name, "zone": zone})
+            raise NodeClaimNotFound(f"instance {machine.id!r} is gone") from None
+        log.info("deleting instance", extra={"instance": machine.id, "zone": machine.zone})
 
-    def _wait(self, zone: str, operation: Any) -> Any:
-        """The operation once DONE (``zoneOperations.wait`` answers when it is, or after a
-        while)."""
+    def _launch(
+        self, body: dict[str, Any], instance_type: InstanceType, offering: Offering
+    ) -> Machine:
+        """Insert the instance and wait for its operation; a 409 reads it back."""
+        request = {
+            "project": self._project,
+            "zone": offering.zone,
+            "instance_resource": compute_v1.Instance.from_json(json.dumps(body)),
+            "request_id": str(uuid.uuid4()),
+        }
+        try:
+            operation = self._clients.instances.insert_unary(request=request, retry=RETRY)
+        except exceptions.Conflict:
+            return self.get(provider_id(self._project, offering.zone, body["name"]))
+        except exceptions.GoogleAPICallError as error:
+            raise self._failure(body["name"], instance_type, offering, error_codes(error)) from None
         deadline = time.monotonic() + OPERATION_TIMEOUT
         while operation.status != compute_v1.Operation.Status.DONE:
             if time.monotonic() > deadline:
                 raise CreateError("OperationTimeout", f"{operation.name} not done in time")
             operation = self._clients.zone_operations.wait(
-                project=self._project, zone=zone, operation=operation.name, retry=RETRY
+                project=self._project, zone=offering.zone, operation=operation.name, retry=RETRY
             )
-        return operation
-
-    def _found(self, spec: LaunchSpec) -> Machine:
-        """After an insert answered 409: the instance a concurrent create made."""
-        machine = self.find(spec.zone, spec.name)
-        if machine is None:
-            raise CreateError("Conflict", f"instance {spec.name} exists but cannot be read")
-        return machine
+        if codes := error_codes(operation):
+            raise self._failure(body["name"], instance_type, offering, codes)
+        log.info("launched instance", extra={"instance": body["name"], "zone": offering.zone})
+        return machine_of(self._project, {**body, "zone": offering.zone})
 
     def _failure(
-        self, spec: LaunchSpec, instance_type: InstanceType, codes: builtins.list[tuple[str, str]]
+        self,
+        name: str,
+        instance_type: InstanceType,
+        offering: Offering,
+        codes: builtins.list[tuple[str, str]],
     ) -> Exception:
-        zones = [o.zone for o in instance_type.offerings if o.capacity_type == spec.capacity_type]
+        """``InsufficientCapacity`` (the offering marked) or ``CreateError``."""
+        capacity_type, zone = offering.capacity_type, offering.zone
+        zones = [o.zone for o in instance_type.offerings if o.capacity_type == capacity_type]
         mapped = capacity_error(
-            self._unavailable, codes, spec.machine_type, spec.zone, spec.capacity_type, zones
+            self._unavailable, codes, instance_type.name, zone, capacity_type, zones
         )
-        if mapped is not None:
-            return mapped
         code, message = codes[0] if codes else ("LaunchFailed", "")
-        return CreateError(
+        return mapped or CreateError(
             code or "LaunchFailed",
-            f"launching instance {spec.name} ({spec.machine_type}, {spec.capacity_type}, "
-            f"{spec.zone}) failed: {message}",
+            f"launching {name} ({instance_type.name}, {capacity_type}, {zone}) failed: {message}",
         )

@@ -3,8 +3,13 @@ labels, taints, max pods and zone, and the GCENodeClass's metadata."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from karpenter_gcp.bootstrap import NodeTemplate, node_metadata, template_name
+from google.cloud import compute_v1
+
+from karpenter_core.sdk.types import CloudProviderError
+from karpenter_gcp.bootstrap import NodeTemplate, node_metadata, read_template
 
 KUBE_ENV = (
     "CLUSTER_NAME: demo\n"
@@ -39,16 +44,12 @@ TEMPLATE = {
 }
 
 
-def metadata(**overrides: object) -> dict[str, str]:
-    args: dict[str, object] = {
-        "labels": {"karpenter.sh/nodepool": "default"},
-        "taints": ["karpenter.sh/unregistered:NoExecute"],
-        "max_pods": 64,
-        "zone": "us-central1-b",
-        "custom": {},
-    }
-    args.update(overrides)
-    return node_metadata(NodeTemplate.from_template(TEMPLATE), **args)  # type: ignore[arg-type]
+def metadata(custom: dict[str, str] | None = None) -> dict[str, str]:
+    template = NodeTemplate.from_template(TEMPLATE)
+    labels = {"karpenter.sh/nodepool": "default"}
+    return node_metadata(
+        template, labels, ["karpenter.sh/unregistered:NoExecute"], 64, "us-central1-b", custom or {}
+    )
 
 
 def test_the_template_is_read_without_the_pool_identity() -> None:
@@ -60,33 +61,45 @@ def test_the_template_is_read_without_the_pool_identity() -> None:
 
 def test_the_kubelet_gets_the_node_labels_taints_and_max_pods() -> None:
     items = metadata()
-    assert items["kube-labels"] == (
-        "cloud.google.com/gke-os-distribution=cos,karpenter.sh/nodepool=default"
+    assert (
+        items["kube-labels"]
+        == "cloud.google.com/gke-os-distribution=cos,karpenter.sh/nodepool=default"
     )
     env = items["kube-env"].splitlines()
     assert env[0] == "CLUSTER_NAME: demo" and env[-1] == "CA_CERT: abc"
-    assert "ZONE: us-central1-b" in env
-    args = next(line for line in env if line.startswith("KUBELET_ARGS: ")).split()
-    assert args[1:3] == ["--v=2", "--cloud-provider=external"]
+    assert env[1] == "ZONE: us-central1-b"
+    args = env[2].split()
+    assert args[:3] == ["KUBELET_ARGS:", "--v=2", "--cloud-provider=external"]
     assert "--max-pods=64" in args
     assert "--register-with-taints=karpenter.sh/unregistered:NoExecute" in args
     assert not any("pool=true" in a or "gke-nodepool" in a for a in args)
 
 
-def test_the_nodeclass_metadata_joins_but_cannot_replace_the_bootstrap() -> None:
-    items = metadata(custom={"kube-env": "x", "startup-script": "echo hi", "cluster-name": "demo"})
-    assert items["startup-script"] == "echo hi"
-    assert items["kube-env"].startswith("CLUSTER_NAME: demo")
+def test_the_nodeclass_metadata_is_added() -> None:
+    items = metadata({"team": "a"})
+    assert items["team"] == "a" and items["cluster-name"] == "demo"
+
+
+class Clients:
+    """``node_pool`` and ``instance_templates.get``, from memory."""
+
+    def __init__(self, pool: dict[str, Any]) -> None:
+        self.pool = pool
+        self.instance_templates = self
+        self.asked: list[str] = []
+
+    def node_pool(self, location: str, cluster: str, name: str) -> dict[str, Any]:
+        return self.pool
+
+    def get(self, project: str, instance_template: str, retry: object) -> Any:
+        self.asked.append(instance_template)
+        return compute_v1.InstanceTemplate(name=instance_template)
 
 
 def test_the_template_of_a_node_pool_is_its_instance_group_without_grp() -> None:
-    pool = {
-        "name": "default-pool",
-        "instanceGroupUrls": [
-            "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a/"
-            "instanceGroupManagers/gke-demo-default-pool-1a2b3c4d-grp"
-        ],
-    }
-    assert template_name(pool) == "gke-demo-default-pool-1a2b3c4d"
-    with pytest.raises(ValueError, match="'empty' has no instanceGroupUrls"):
-        template_name({"name": "empty"})
+    url = "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a/instanceGroupManagers/"
+    clients = Clients({"instanceGroupUrls": [url + "gke-demo-default-pool-1a2b3c4d-grp"]})
+    read_template(clients, "p", "us-central1", "demo", "default-pool")
+    assert clients.asked == ["gke-demo-default-pool-1a2b3c4d"]
+    with pytest.raises(CloudProviderError, match=r"'default-pool'.*no instanceGroupUrls"):
+        read_template(Clients({}), "p", "us-central1", "demo", "default-pool")

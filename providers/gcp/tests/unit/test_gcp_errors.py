@@ -4,10 +4,10 @@ throttling and 503 are retried and mark nothing."""
 from __future__ import annotations
 
 from google.api_core import exceptions
-from karpenter_gcp.errors import QUOTA_TTL, capacity_error, error_codes, retryable
 
 from karpenter_core.sdk.offerings import UnavailableOfferings
 from karpenter_core.sdk.types import InsufficientCapacity
+from karpenter_gcp.errors import QUOTA_TTL, capacity_error, error_codes, retryable
 
 ZONES = ["us-central1-a", "us-central1-b", "us-central1-c"]
 

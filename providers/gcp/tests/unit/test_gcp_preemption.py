@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 from google.cloud import compute_v1
-from karpenter_gcp.preemption import PREEMPTED, PreemptionController, preemptions
 
 from karpenter_conformance.fakekube import FakeKube
 from karpenter_core.apis import labels as wk
 from karpenter_core.sdk.offerings import UnavailableOfferings
 from karpenter_core.sdk.record import ProviderContext
+from karpenter_gcp.preemption import PREEMPTED, PreemptionController, preemptions
 
 NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)

@@ -1,11 +1,12 @@
 """The provider's custom IAM role allows every Google Cloud API call the provider makes, and
 little else.
 
-The provider's source is scanned with ``ast``: calls ``<x>.<client>.<method>(...)`` whose client
-is one of ``GCPClients``' Compute clients and whose method is that client's, and calls of
+The provider's source is scanned with ``ast``: calls ``<x>.<client>.<method>(...)`` (or
+``<client>_client.<method>(...)``) whose client is one of ``GCPClients``' Compute clients and
+whose method is that client's, and calls of
 ``<x>.node_pool(...)`` (GKE), are API calls; ``PERMISSIONS`` names the IAM permissions each
 needs. A call the table does not know fails the test, so a new call cannot land without its
-permission.
+permission. Cloud Billing's catalog needs no permission.
 """
 
 from __future__ import annotations
@@ -88,6 +89,12 @@ def methods(client: type) -> frozenset[str]:
     return frozenset(m for m in dir(client) if not m.startswith("_"))
 
 
+def _client_name(owner: ast.expr) -> str:
+    """``instances`` of ``clients.instances``, ``self._instances`` or ``instances_client``."""
+    name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+    return str(name).lstrip("_").removesuffix("_client")
+
+
 def api_calls() -> dict[tuple[str, str], list[str]]:
     """Each API call in the provider's source, with where."""
     found: dict[tuple[str, str], list[str]] = {}
@@ -99,15 +106,12 @@ def api_calls() -> dict[tuple[str, str], list[str]]:
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             owner, method = node.func.value, node.func.attr
+            client = _client_name(owner)
             call = None
             if method == GKE[1]:
                 call = GKE
-            elif (
-                isinstance(owner, ast.Attribute)
-                and owner.attr in CLIENTS
-                and method in methods(CLIENTS[owner.attr])
-            ):
-                call = (owner.attr, method)
+            elif client in CLIENTS and method in methods(CLIENTS[client]):
+                call = (client, method)
             if call is not None:
                 found.setdefault(call, []).append(f"{relative}:{node.lineno}")
     return found
