@@ -9,16 +9,22 @@ mark an offering.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 
 from google.api_core import exceptions
 from google.api_core.retry import Retry
 
 from karpenter_core.sdk.offerings import UNAVAILABLE_OFFERINGS_TTL, UnavailableOfferings
-from karpenter_core.sdk.types import InsufficientCapacity
+from karpenter_core.sdk.types import (
+    CloudProviderError,
+    CreateError,
+    InstanceType,
+    InsufficientCapacity,
+    Offering,
+)
 
-__all__ = ["QUOTA_TTL", "RETRY", "capacity_error", "error_codes", "retryable"]
+__all__ = ["QUOTA_TTL", "RETRY", "error_codes", "launch_error", "retryable"]
 
 STOCKOUTS = frozenset(
     f"{kind}{suffix}"
@@ -59,30 +65,33 @@ RETRY = Retry(predicate=retryable, initial=0.5, maximum=10.0, multiplier=2.0, ti
 """Backoff for every Compute call: 0.5 s doubling to 10 s, for at most a minute."""
 
 
-def capacity_error(
+def launch_error(
     unavailable: UnavailableOfferings,
-    codes: Iterable[tuple[str, str]],
-    instance_type: str,
-    zone: str,
-    capacity_type: str,
-    zones: Sequence[str],
-) -> InsufficientCapacity | None:
-    """When ``codes`` (of launching ``instance_type`` in ``zone``) say there is no capacity or
-    quota: mark the offering (a stockout), the type in all ``zones`` (a regional quota) or every
-    spot offering (the spot vCPU quota), and return the error to raise; else None."""
+    codes: Sequence[tuple[str, str]],
+    name: str,
+    instance_type: InstanceType,
+    offering: Offering,
+) -> CloudProviderError:
+    """What launching instance ``name`` as ``offering`` raises after failing with ``codes``:
+    ``InsufficientCapacity`` when they say there is no capacity or quota, after marking the
+    offering (a stockout), the type in every zone (a regional quota) or every spot offering (the
+    spot vCPU quota); else ``CreateError``."""
+    capacity_type, zone, type_name = offering.capacity_type, offering.zone, instance_type.name
     for code, message in codes:
         if code in STOCKOUTS:
-            unavailable.mark(capacity_type, instance_type, zone, code, UNAVAILABLE_OFFERINGS_TTL)
-            return InsufficientCapacity(f"{instance_type} in {zone}: {code}: {message}")
-        if (
-            code in QUOTAS
-            and capacity_type == "spot"
-            and re.search(r"PREEMPTIBLE_\w*CPUS", message)
-        ):
+            unavailable.mark(capacity_type, type_name, zone, code, UNAVAILABLE_OFFERINGS_TTL)
+            return InsufficientCapacity(f"{type_name} in {zone}: {code}: {message}")
+        if code not in QUOTAS:
+            continue
+        if capacity_type == "spot" and re.search(r"PREEMPTIBLE_\w*CPUS", message):
             unavailable.mark_capacity_type(capacity_type, code, QUOTA_TTL)
-        elif code in QUOTAS:
+        else:
+            zones = {o.zone for o in instance_type.offerings if o.capacity_type == capacity_type}
             for each in zones:
-                unavailable.mark(capacity_type, instance_type, each, code, QUOTA_TTL)
-        if code in QUOTAS:
-            return InsufficientCapacity(f"{capacity_type} quota for {instance_type}: {message}")
-    return None
+                unavailable.mark(capacity_type, type_name, each, code, QUOTA_TTL)
+        return InsufficientCapacity(f"{capacity_type} quota for {type_name}: {message}")
+    code, message = codes[0] if codes else ("LaunchFailed", "")
+    return CreateError(
+        code or "LaunchFailed",
+        f"launching {name} ({type_name}, {capacity_type}, {zone}) failed: {message}",
+    )

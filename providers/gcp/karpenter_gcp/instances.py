@@ -44,7 +44,7 @@ from karpenter_core.sdk.types import (
     launch_request,
 )
 from karpenter_gcp.bootstrap import NodeTemplate, node_metadata, read_template
-from karpenter_gcp.errors import RETRY, capacity_error, error_codes
+from karpenter_gcp.errors import RETRY, error_codes, launch_error
 from karpenter_gcp.nodeclass import GCENodeClass
 from karpenter_gcp.settings import GCPSettings
 
@@ -325,7 +325,9 @@ class Instances:
         except exceptions.Conflict:
             return self.get(provider_id(self._project, offering.zone, body["name"]))
         except exceptions.GoogleAPICallError as error:
-            raise self._failure(body["name"], instance_type, offering, error_codes(error)) from None
+            raise launch_error(
+                self._unavailable, error_codes(error), body["name"], instance_type, offering
+            ) from None
         deadline = time.monotonic() + OPERATION_TIMEOUT
         while operation.status != compute_v1.Operation.Status.DONE:
             if time.monotonic() > deadline:
@@ -334,25 +336,6 @@ class Instances:
                 project=self._project, zone=offering.zone, operation=operation.name, retry=RETRY
             )
         if codes := error_codes(operation):
-            raise self._failure(body["name"], instance_type, offering, codes)
+            raise launch_error(self._unavailable, codes, body["name"], instance_type, offering)
         log.info("launched instance", extra={"instance": body["name"], "zone": offering.zone})
         return machine_of(self._project, {**body, "zone": offering.zone})
-
-    def _failure(
-        self,
-        name: str,
-        instance_type: InstanceType,
-        offering: Offering,
-        codes: builtins.list[tuple[str, str]],
-    ) -> Exception:
-        """``InsufficientCapacity`` (the offering marked) or ``CreateError``."""
-        capacity_type, zone = offering.capacity_type, offering.zone
-        zones = [o.zone for o in instance_type.offerings if o.capacity_type == capacity_type]
-        mapped = capacity_error(
-            self._unavailable, codes, instance_type.name, zone, capacity_type, zones
-        )
-        code, message = codes[0] if codes else ("LaunchFailed", "")
-        return mapped or CreateError(
-            code or "LaunchFailed",
-            f"launching {name} ({instance_type.name}, {capacity_type}, {zone}) failed: {message}",
-        )

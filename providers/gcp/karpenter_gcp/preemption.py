@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,36 +23,30 @@ from karpenter_core.sdk.record import ProviderContext
 from karpenter_gcp.errors import RETRY
 from karpenter_gcp.instances import message_json, provider_id
 
-__all__ = ["PREEMPTED", "Preemption", "PreemptionController", "preemptions"]
+__all__ = ["PREEMPTED", "PreemptionController", "preemptions"]
 
 PREEMPTED = "compute.instances.preempted"
 REASON = "InstancePreempted"
-POLL_INTERVAL = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class Preemption:
-    """One preempted instance, from its zone operation."""
-
-    id: str
-    provider_id: str
-    inserted: datetime | None
-
-
-def preemptions(project: str, operations: Iterable[Mapping[str, Any]]) -> list[Preemption]:
-    """The preemptions among zone operations (their JSON)."""
-    out = []
-    for op in operations:
-        if op.get("operationType") != PREEMPTED:
-            continue
-        zone = str(op.get("zone", "")).rsplit("/", 1)[-1]
-        name = str(op.get("targetLink", "")).rsplit("/", 1)[-1]
-        inserted = op.get("insertTime")
-        when = datetime.fromisoformat(inserted) if inserted else None
-        out.append(
-            Preemption(str(op.get("id") or op.get("name")), provider_id(project, zone, name), when)
+def preemptions(project: str, operations: Iterable[Mapping[str, Any]]) -> dict[str, Preemption]:
+    """The preempted instances among zone operations (their JSON) by operation id: their
+    providerID and when they were preempted."""
+    return {
+        str(op.get("id") or op.get("name")): (
+            provider_id(
+                project,
+                str(op.get("zone", "")).rsplit("/", 1)[-1],
+                str(op.get("targetLink", "")).rsplit("/", 1)[-1],
+            ),
+            datetime.fromisoformat(op["insertTime"]) if op.get("insertTime") else None,
         )
-    return out
+        for op in operations
+        if op.get("operationType") == PREEMPTED
+    }
+
+
+Preemption = tuple[str, datetime | None]
 
 
 class PreemptionController:
@@ -71,20 +64,15 @@ class PreemptionController:
         project: str,
         zones: Sequence[str],
         unavailable: UnavailableOfferings,
-        *,
-        interval: float = POLL_INTERVAL,
+        interval: float = 5.0,
     ) -> None:
-        self._context = context
-        self._clients = clients
-        self._project = project
-        self._zones = tuple(zones)
-        self._unavailable = unavailable
-        self._interval = interval
+        self._context, self._clients, self._project = context, clients, project
+        self._zones, self._unavailable, self._interval = tuple(zones), unavailable, interval
         self._cluster = ClusterNodeClaims(context.kube_client)
         self._seen: set[str] = set()
 
     def run(self, stop: threading.Event) -> None:
-        """Poll until ``stop`` is set; a failed poll is logged and tried again next time."""
+        """Poll every ``interval`` until ``stop`` is set; a failed poll is logged."""
         with logs.bind(controller=self.name):
             while not stop.is_set():
                 try:
@@ -95,33 +83,28 @@ class PreemptionController:
 
     def poll(self) -> int:
         """Read the zones' preemptions and act on the new ones; returns how many were new."""
-        found: list[Preemption] = []
+        found: dict[str, Preemption] = {}
         for zone in self._zones:
-            pages = self._clients.zone_operations.list(
-                request={
-                    "project": self._project,
-                    "zone": zone,
-                    "filter": f'operationType="{PREEMPTED}"',
-                },
-                retry=RETRY,
-            )
-            found += preemptions(self._project, (message_json(op) for op in pages))
-        new = [p for p in found if p.id not in self._seen]
-        self._seen = {p.id for p in found}
-        if new:
-            by_id = {p.provider_id: p for p in new}
-            for claim in self._cluster.nodeclaims():
-                preemption = by_id.get((claim.get("status") or {}).get("providerID", ""))
-                if preemption is not None:
-                    self._act(claim, preemption)
+            request = {
+                "project": self._project,
+                "zone": zone,
+                "filter": f'operationType="{PREEMPTED}"',
+            }
+            pages = self._clients.zone_operations.list(request=request, retry=RETRY)
+            found |= preemptions(self._project, (message_json(op) for op in pages))
+        new = dict(p for op, p in found.items() if op not in self._seen)
+        self._seen = set(found)
+        for claim in self._cluster.nodeclaims() if new else ():
+            pid = (claim.get("status") or {}).get("providerID", "")
+            if pid in new:
+                self._act(claim, new[pid])
         return len(new)
 
-    def _act(self, claim: Mapping[str, Any], preemption: Preemption) -> None:
+    def _act(self, claim: Mapping[str, Any], inserted: datetime | None) -> None:
         meta = claim.get("metadata") or {}
         labels: Mapping[str, str] = meta.get("labels") or {}
         instance_type, zone = labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.TOPOLOGY_ZONE, "")
-        now = self._context.clock()
-        recent = preemption.inserted is None or now - preemption.inserted < self._unavailable.ttl
+        recent = inserted is None or self._context.clock() - inserted < self._unavailable.ttl
         if instance_type and zone and recent:
             self._unavailable.mark(wk.CAPACITY_TYPE_SPOT, instance_type, zone, REASON)
         name = str(meta.get("name", ""))
@@ -135,5 +118,5 @@ class PreemptionController:
                 "kind": "NodeClaim",
                 "metadata": {"name": name, "uid": meta.get("uid", "")},
             }
-            message = f"Compute Engine preempted spot instance {preemption.provider_id}"
+            message = f"Compute Engine preempted the spot instance of NodeClaim {name}"
             self._context.events.publish(involved, "Warning", REASON, message)

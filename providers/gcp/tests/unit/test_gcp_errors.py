@@ -5,11 +5,32 @@ from __future__ import annotations
 
 from google.api_core import exceptions
 
+from karpenter_core.apis import labels as wk
+from karpenter_core.apis.requirements import Requirements
 from karpenter_core.sdk.offerings import UnavailableOfferings
-from karpenter_core.sdk.types import InsufficientCapacity
-from karpenter_gcp.errors import QUOTA_TTL, capacity_error, error_codes, retryable
+from karpenter_core.sdk.types import CreateError, InstanceType, InsufficientCapacity, Offering
+from karpenter_gcp.errors import QUOTA_TTL, error_codes, launch_error, retryable
 
 ZONES = ["us-central1-a", "us-central1-b", "us-central1-c"]
+
+
+def offering(zone: str, capacity_type: str) -> Offering:
+    labels = {wk.TOPOLOGY_ZONE: zone, wk.CAPACITY_TYPE: capacity_type}
+    return Offering(Requirements.from_labels(labels), 0.1)
+
+
+TYPE = InstanceType(
+    "n2-standard-4",
+    Requirements.from_labels({wk.INSTANCE_TYPE: "n2-standard-4"}),
+    [offering(z, c) for z in ZONES for c in ("spot", "on-demand")],
+    {"cpu": 4000},
+)
+
+
+def fail(cache: UnavailableOfferings, code: str, message: str, capacity_type: str) -> Exception:
+    return launch_error(
+        cache, [(code, message)], "karpenter-a", TYPE, offering(ZONES[0], capacity_type)
+    )
 
 
 def api_error(
@@ -20,27 +41,27 @@ def api_error(
 
 def test_a_stockout_marks_only_that_offering() -> None:
     cache = UnavailableOfferings()
-    codes = [("ZONE_RESOURCE_POOL_EXHAUSTED", "no n2 in a")]
-    error = capacity_error(cache, codes, "n2-standard-4", ZONES[0], "spot", ZONES)
+    error = fail(cache, "ZONE_RESOURCE_POOL_EXHAUSTED", "no n2 in a", "spot")
     assert isinstance(error, InsufficientCapacity)
     assert cache.snapshot() == {"n2-standard-4": frozenset({("spot", ZONES[0])})}
 
 
 def test_a_quota_marks_the_type_in_every_zone_or_all_spot() -> None:
     cache = UnavailableOfferings()
-    codes = [("QUOTA_EXCEEDED", "Quota 'N2_CPUS' exceeded. Limit: 24.0 in region us-central1.")]
-    assert capacity_error(cache, codes, "n2-standard-4", ZONES[0], "on-demand", ZONES)
+    quota = "Quota 'N2_CPUS' exceeded. Limit: 24.0 in region us-central1."
+    assert isinstance(fail(cache, "QUOTA_EXCEEDED", quota, "on-demand"), InsufficientCapacity)
     assert cache.snapshot() == {"n2-standard-4": frozenset(("on-demand", z) for z in ZONES)}
     assert cache.ttl < QUOTA_TTL
-    spot = [("QUOTA_EXCEEDED", "Quota 'PREEMPTIBLE_CPUS' exceeded. Limit: 8.0")]
-    assert capacity_error(cache, spot, "e2-small", ZONES[1], "spot", ZONES)
+    spot = "Quota 'PREEMPTIBLE_CPUS' exceeded. Limit: 8.0"
+    assert isinstance(fail(cache, "quotaExceeded", spot, "spot"), InsufficientCapacity)
     assert cache.is_unavailable("spot", "c3-standard-8", ZONES[2])
 
 
-def test_other_errors_mark_nothing() -> None:
+def test_other_errors_are_create_errors_and_mark_nothing() -> None:
     cache = UnavailableOfferings()
-    codes = [("INVALID_FIELD_VALUE", "bad image")]
-    assert capacity_error(cache, codes, "e2-small", ZONES[0], "spot", ZONES) is None
+    error = fail(cache, "INVALID_FIELD_VALUE", "bad image", "spot")
+    assert isinstance(error, CreateError)
+    assert "karpenter-a (n2-standard-4, spot, us-central1-a) failed: bad image" in str(error)
     assert cache.seq == 0
 
 

@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
-from karpenter_core.sdk.types import InstanceType, NodeClaimNotFound
+from karpenter_core.sdk.offerings import UnavailableOfferings, without_unavailable
+from karpenter_core.sdk.types import InstanceType, InsufficientCapacity, NodeClaimNotFound
 from karpenter_gcp.bootstrap import NodeTemplate
+from karpenter_gcp.clients import GCPClients
 from karpenter_gcp.instances import (
     Instances,
     instance_body,
@@ -21,6 +26,7 @@ from karpenter_gcp.instances import (
 from karpenter_gcp.instancetype import BuildOptions, MachineType, build
 from karpenter_gcp.nodeclass import GCENodeClass
 from karpenter_gcp.settings import GCPSettings
+from karpenter_gcp.testing import FakeGCE
 
 ZONES = ("us-central1-a", "us-central1-b", "us-central1-c")
 SETTINGS = GCPSettings(
@@ -217,3 +223,135 @@ def test_a_provider_id_of_another_cloud_is_not_found() -> None:
     instances = Instances(object(), SETTINGS, ZONES, None)  # type: ignore[arg-type]
     with pytest.raises(NodeClaimNotFound, match="not a GCE providerID"):
         instances.get("aws:///us-east-1a/i-1")
+
+
+# -- against the fake GCE server ---------------------------------------------------------------
+
+FAKE_SETTINGS = GCPSettings(
+    project_id="test-project", region="us-central1", cluster_location="us-central1",
+    cluster_name="test-cluster",
+)  # fmt: skip
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGCE]:
+    with FakeGCE(operation_delay=0.05) as server:
+        yield server
+
+
+def launcher(fake: FakeGCE, unavailable: UnavailableOfferings | None = None) -> Instances:
+    clients = GCPClients.create("test-project", endpoint=fake.endpoint)
+    return Instances(clients, FAKE_SETTINGS, ZONES, unavailable or UnavailableOfferings())
+
+
+def offered(unavailable: UnavailableOfferings, *types: InstanceType) -> list[InstanceType]:
+    return [without_unavailable(t, unavailable.snapshot()) for t in types]
+
+
+def calls(fake: FakeGCE, method: str, suffix: str) -> int:
+    return sum(1 for r in fake.requests if r.method == method and r.path.endswith(suffix))
+
+
+@pytest.mark.slow
+def test_a_create_is_one_get_one_insert_and_the_operation_polls(fake: FakeGCE) -> None:
+    instances = launcher(fake)
+    instances.template.current()
+    fake.requests.clear()
+    machine = instances.create(nodeclaim(), node_class(), [instance_type()])
+    assert machine.provider_id == "gce://test-project/us-central1-a/karpenter-default-abcde"
+    paths = [(r.method, r.path.rsplit("/", 2)[-2:], r.status) for r in fake.requests]
+    assert paths[:2] == [
+        ("GET", ["instances", "karpenter-default-abcde"], 404),
+        ("POST", ["us-central1-a", "instances"], 200),
+    ]
+    assert all(p[0] == "POST" and p[1][-1] == "wait" for p in paths[2:]) and len(paths) >= 3
+    (made,) = fake.instances()
+    assert made["labels"]["goog-k8s-cluster-name"] == "test-cluster"
+    metadata = {i["key"]: i["value"] for i in made["metadata"]["items"]}
+    assert "KUBELET_ARGS" in metadata["kube-env"]
+
+
+@pytest.mark.slow
+def test_a_retried_create_finds_the_first_instance(fake: FakeGCE) -> None:
+    first = launcher(fake).create(nodeclaim(), node_class(), [instance_type()])
+    fake.requests.clear()
+    again = launcher(fake).create(nodeclaim(), node_class(), [instance_type()])
+    assert again.provider_id == first.provider_id
+    assert calls(fake, "POST", "/instances") == 0
+    assert len(fake.instances()) == 1
+
+
+@pytest.mark.slow
+def test_spot_launches_the_spot_model(fake: FakeGCE) -> None:
+    launcher(fake).create(nodeclaim(capacity_types=("spot",)), node_class(), [instance_type()])
+    (made,) = fake.instances()
+    assert made["scheduling"]["provisioningModel"] == "SPOT"
+    assert made["scheduling"]["instanceTerminationAction"] == "DELETE"
+
+
+@pytest.mark.slow
+def test_a_stockout_marks_the_offering_and_the_next_create_moves_zone(fake: FakeGCE) -> None:
+    unavailable = UnavailableOfferings()
+    instances = launcher(fake, unavailable)
+    fake.faults.stockout("n2-standard-4", "us-central1-a")
+    with pytest.raises(InsufficientCapacity, match="ZONE_RESOURCE_POOL_EXHAUSTED"):
+        instances.create(nodeclaim(), node_class(), offered(unavailable, instance_type()))
+    assert unavailable.is_unavailable("on-demand", "n2-standard-4", "us-central1-a")
+    machine = instances.create(nodeclaim(), node_class(), offered(unavailable, instance_type()))
+    assert machine.zone == "us-central1-b"
+
+
+@pytest.mark.slow
+def test_a_quota_error_moves_the_next_create_to_another_type(fake: FakeGCE) -> None:
+    unavailable = UnavailableOfferings()
+    instances = launcher(fake, unavailable)
+    fake.faults.quota("n2-standard-4", metric="N2_CPUS")
+    types = (instance_type(), instance_type("n2-standard-8", price=0.4))
+    with pytest.raises(InsufficientCapacity, match="quota"):
+        instances.create(nodeclaim(), node_class(), offered(unavailable, *types))
+    assert all(unavailable.is_unavailable("on-demand", "n2-standard-4", z) for z in ZONES)
+    machine = instances.create(nodeclaim(), node_class(), offered(unavailable, *types))
+    assert machine.instance_type == "n2-standard-8"
+
+
+@pytest.mark.slow
+def test_throttling_and_503_are_retried_and_mark_nothing(fake: FakeGCE) -> None:
+    unavailable = UnavailableOfferings()
+    instances = launcher(fake, unavailable)
+    instances.template.current()
+    fake.faults.throttle(2, path="/instances")
+    fake.faults.unavailable(1, path="/instances")
+    machine = instances.create(nodeclaim(), node_class(), [instance_type()])
+    assert machine.zone == "us-central1-a"
+    assert sorted(r.status for r in fake.requests if r.status >= 400) == [404, 429, 429, 503]
+    assert unavailable.seq == 0
+
+
+@pytest.mark.slow
+def test_delete_removes_the_instance_and_its_boot_disk(fake: FakeGCE) -> None:
+    instances = launcher(fake)
+    machine = instances.create(nodeclaim(), node_class(), [instance_type()])
+    assert fake.disks()
+    instances.delete(machine.provider_id)
+    deadline = time.monotonic() + 5
+    while (fake.instances() or fake.disks()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert fake.instances() == [] and fake.disks() == []
+    with pytest.raises(NodeClaimNotFound):
+        instances.delete(machine.provider_id)
+
+
+@pytest.mark.slow
+def test_list_keeps_the_clusters_instances(fake: FakeGCE) -> None:
+    instances = launcher(fake)
+    instances.create(nodeclaim("default-a"), node_class(), [instance_type()])
+    instances.create(nodeclaim("default-b"), node_class(), [instance_type(zones=ZONES[1:])])
+    other = Instances(
+        GCPClients.create("test-project", endpoint=fake.endpoint),
+        replace(FAKE_SETTINGS, cluster_name="other"),
+        ZONES,
+        UnavailableOfferings(),
+    )
+    other.create(nodeclaim("default-c"), node_class(), [instance_type()])
+    listed = sorted((m.nodeclaim, m.zone) for m in instances.list())
+    assert listed == [("default-a", "us-central1-a"), ("default-b", "us-central1-b")]

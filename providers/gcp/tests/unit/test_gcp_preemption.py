@@ -4,6 +4,7 @@ and from the fake GCE server (slow)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -76,8 +77,8 @@ def test_preemptions_are_read_from_zone_operations() -> None:
         {"operationType": PREEMPTED, "id": "1", "zone": f"z/{ZONE}", "targetLink": "i/x"},
         {"operationType": "compute.instances.insert", "id": "2", "targetLink": "i/y"},
     ]
-    (found,) = preemptions("p", ops)
-    assert (found.id, found.provider_id, found.inserted) == ("1", f"gce://p/{ZONE}/x", None)
+    (found,) = preemptions("p", ops).items()
+    assert found == ("1", (f"gce://p/{ZONE}/x", None))
 
 
 def test_a_preemption_deletes_the_nodeclaim_and_marks_the_offering(kube: FakeKube) -> None:
@@ -99,3 +100,33 @@ def test_a_preemption_deletes_the_nodeclaim_and_marks_the_offering(kube: FakeKub
     assert unavailable.is_unavailable("spot", "e2-standard-4", ZONE)
     assert not unavailable.is_unavailable("on-demand", "e2-standard-4", ZONE)
     assert controller.poll() == 0
+
+
+@pytest.mark.slow
+def test_a_preempted_instance_of_the_fake_deletes_its_nodeclaim(kube: FakeKube) -> None:
+    from karpenter_gcp.clients import GCPClients
+    from karpenter_gcp.testing import FakeGCE
+
+    with FakeGCE() as fake:
+        clients = GCPClients.create("test-project", endpoint=fake.endpoint)
+        unavailable = UnavailableOfferings()
+        context = ProviderContext(kube_client=kube.api_client())
+        controller = PreemptionController(context, clients, "test-project", [ZONE], unavailable)
+        assert controller.poll() == 0
+        body = {
+            "name": "karpenter-default-a",
+            "machineType": f"zones/{ZONE}/machineTypes/e2-standard-4",
+            "scheduling": {"provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"},
+        }
+        clients.instances.insert_unary(
+            project="test-project",
+            zone=ZONE,
+            instance_resource=compute_v1.Instance.from_json(json.dumps(body)),
+        )
+        claim = nodeclaim("default-a", "karpenter-default-a")
+        claim["status"]["providerID"] = f"gce://test-project/{ZONE}/karpenter-default-a"
+        kube.put(NODECLAIMS, claim)
+        fake.preempt("karpenter-default-a")
+        assert controller.poll() == 1
+    assert kube.items(NODECLAIMS) == []
+    assert unavailable.is_unavailable("spot", "e2-standard-4", ZONE)
