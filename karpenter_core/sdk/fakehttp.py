@@ -1,0 +1,171 @@
+"""The HTTP plumbing of a fake cloud API: a request handler that answers JSON from a function,
+a thread-safe log of the requests it served, and counted faults that answer the next requests
+with an error.
+
+Test support, like ``sdk.testing``: only fakes and tests import it (an import-linter contract
+keeps runtime modules from it). Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = [
+    "Answer",
+    "CountedFault",
+    "RequestLog",
+    "RequestRecord",
+    "Responder",
+    "json_handler",
+]
+
+logger = logging.getLogger(__name__)
+
+Answer = tuple[int, Any, Mapping[str, str]]
+"""An answer: HTTP status, JSON body (None for none) and extra headers."""
+Responder = Callable[
+    [str, str, str, Mapping[str, str], bytes], tuple[Answer, "RequestRecord | None"]
+]
+"""Answers ``(method, path, query, headers, body)``; with the request's record when it is logged."""
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request: when it arrived (``time.monotonic()``), what it asked, what it got.
+    ``follow_up`` is the fake's name for what a ``Retry-After`` in the answer applies to."""
+
+    method: str
+    path: str
+    query: str
+    arrived: float
+    status: int = 0
+    answered: float = 0.0
+    retry_after: float | None = None
+    follow_up: str = ""
+
+
+class RequestLog:
+    """Thread-safe list of ``RequestRecord``s in arrival order."""
+
+    def __init__(self) -> None:
+        self._records: list[RequestRecord] = []
+        self._lock = threading.Lock()
+
+    def add(self, record: RequestRecord) -> None:
+        """Append a record (its answer fields are filled in when the answer is sent)."""
+        with self._lock:
+            self._records.append(record)
+
+    def clear(self) -> None:
+        """Forget every request."""
+        with self._lock:
+            self._records.clear()
+
+    def records(self) -> list[RequestRecord]:
+        """A copy of the records so far."""
+        with self._lock:
+            return list(self._records)
+
+    def __iter__(self) -> Iterator[RequestRecord]:
+        return iter(self.records())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._records)
+
+
+@dataclass(slots=True)
+class CountedFault:
+    """Fail the next ``times`` requests whose path matches ``path`` (a regular expression,
+    searched) and whose method is ``method`` (any when None) with ``status``."""
+
+    status: int
+    times: int = 1
+    path: str = ""
+    method: str | None = None
+    _pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.times < 1:
+            raise ValueError(f"fault: times {self.times} is not a positive count")
+        self._pattern = re.compile(self.path)
+
+    def take(self, method: str, path: str) -> bool:
+        """Whether this fault fails ``method path``, counting the use (not thread-safe: the
+        fake's lock is held)."""
+        if self.times < 1 or (self.method not in (None, method)) or not self._pattern.search(path):
+            return False
+        self.times -= 1
+        return True
+
+
+def json_handler(
+    respond: Responder,
+    failure: Callable[[str], Any],
+    *,
+    base: type[BaseHTTPRequestHandler] = BaseHTTPRequestHandler,
+    name: str = "fake server",
+) -> type[BaseHTTPRequestHandler]:
+    """A request handler class (HTTP/1.1, keep-alive) that answers every method with
+    ``respond``'s JSON and fills in the record's answer; a bug in ``respond`` answers 500 with
+    ``failure(message)`` as the body and is logged. ``base``: ``sdk.testing.TLSRequestHandler``
+    for HTTPS."""
+
+    class Handler(base):  # type: ignore[valid-type,misc]
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def do_GET(self) -> None:
+            self._serve("GET")
+
+        def do_POST(self) -> None:
+            self._serve("POST")
+
+        def do_PUT(self) -> None:
+            self._serve("PUT")
+
+        def do_PATCH(self) -> None:
+            self._serve("PATCH")
+
+        def do_DELETE(self) -> None:
+            self._serve("DELETE")
+
+        def _serve(self, method: str) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            parts = urlsplit(self.path)
+            try:
+                (status, body, headers), record = respond(
+                    method, parts.path, parts.query, dict(self.headers.items()), raw
+                )
+            except Exception as error:  # a bug in the fake: answer, and say where
+                logger.exception("%s failed on %s %s", name, method, self.path)
+                (status, body, headers), record = (500, failure(f"{name}: {error!r}"), {}), None
+            data = b"" if body is None else json.dumps(body).encode()
+            self.send_response(status)
+            if data:
+                self.send_header("Content-Type", "application/json; charset=UTF-8")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            if record is not None:
+                record.status = status
+                retry_after = headers.get("Retry-After")
+                record.retry_after = float(retry_after) if retry_after is not None else None
+                record.answered = time.monotonic()
+            self.wfile.write(data)
+
+        def log_message(self, *_: Any) -> None:
+            return
+
+    return Handler
