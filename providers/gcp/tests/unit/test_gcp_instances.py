@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
+from google.cloud import compute_v1
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
@@ -91,7 +92,7 @@ def nodeclaim(
 
 
 def instance_type(
-    name: str = "n2-standard-4", price: float = 0.2, zones: tuple[str, ...] = ZONES
+    name: str = "e2-standard-4", price: float = 0.2, zones: tuple[str, ...] = ZONES
 ) -> InstanceType:
     mt = MachineType(name, 4, 16384, zones)
     prices = {"on-demand": price, "spot": price / 4}
@@ -138,7 +139,7 @@ def test_the_body_boots_the_image_and_deletes_every_disk_with_the_instance() -> 
         ]
     )
     assert made["name"] == "karpenter-default-abcde"
-    assert made["machineType"] == "zones/us-central1-a/machineTypes/n2-standard-4"
+    assert made["machineType"] == "zones/us-central1-a/machineTypes/e2-standard-4"
     boot, scratch = made["disks"]
     assert boot["boot"] is True and boot["autoDelete"] is True
     assert boot["initializeParams"] == {
@@ -205,7 +206,7 @@ def test_an_instance_read_back_is_a_machine() -> None:
     machine = machine_of("p", made)
     assert machine.provider_id == "gce://p/us-central1-a/karpenter-default-abcde"
     assert (machine.instance_type, machine.zone, machine.capacity_type) == (
-        "n2-standard-4",
+        "e2-standard-4",
         "us-central1-a",
         "spot",
     )
@@ -293,10 +294,10 @@ def test_spot_launches_the_spot_model(fake: FakeGCE) -> None:
 def test_a_stockout_marks_the_offering_and_the_next_create_moves_zone(fake: FakeGCE) -> None:
     unavailable = UnavailableOfferings()
     instances = launcher(fake, unavailable)
-    fake.faults.stockout("n2-standard-4", "us-central1-a")
+    fake.faults.stockout("e2-standard-4", "us-central1-a")
     with pytest.raises(InsufficientCapacity, match="ZONE_RESOURCE_POOL_EXHAUSTED"):
         instances.create(nodeclaim(), node_class(), offered(unavailable, instance_type()))
-    assert unavailable.is_unavailable("on-demand", "n2-standard-4", "us-central1-a")
+    assert unavailable.is_unavailable("on-demand", "e2-standard-4", "us-central1-a")
     machine = instances.create(nodeclaim(), node_class(), offered(unavailable, instance_type()))
     assert machine.zone == "us-central1-b"
 
@@ -305,13 +306,13 @@ def test_a_stockout_marks_the_offering_and_the_next_create_moves_zone(fake: Fake
 def test_a_quota_error_moves_the_next_create_to_another_type(fake: FakeGCE) -> None:
     unavailable = UnavailableOfferings()
     instances = launcher(fake, unavailable)
-    fake.faults.quota("n2-standard-4", metric="N2_CPUS")
-    types = (instance_type(), instance_type("n2-standard-8", price=0.4))
+    fake.faults.quota("e2-standard-4", metric="E2_CPUS")
+    types = (instance_type(), instance_type("e2-standard-8", price=0.4))
     with pytest.raises(InsufficientCapacity, match="quota"):
         instances.create(nodeclaim(), node_class(), offered(unavailable, *types))
-    assert all(unavailable.is_unavailable("on-demand", "n2-standard-4", z) for z in ZONES)
+    assert all(unavailable.is_unavailable("on-demand", "e2-standard-4", z) for z in ZONES)
     machine = instances.create(nodeclaim(), node_class(), offered(unavailable, *types))
-    assert machine.instance_type == "n2-standard-8"
+    assert machine.instance_type == "e2-standard-8"
 
 
 @pytest.mark.slow
@@ -346,12 +347,15 @@ def test_list_keeps_the_clusters_instances(fake: FakeGCE) -> None:
     instances = launcher(fake)
     instances.create(nodeclaim("default-a"), node_class(), [instance_type()])
     instances.create(nodeclaim("default-b"), node_class(), [instance_type(zones=ZONES[1:])])
-    other = Instances(
-        GCPClients.create("test-project", endpoint=fake.endpoint),
-        replace(FAKE_SETTINGS, cluster_name="other"),
-        ZONES,
-        UnavailableOfferings(),
+    other = {
+        "name": "karpenter-default-c",
+        "machineType": "zones/us-central1-a/machineTypes/e2-standard-4",
+        "labels": {"goog-k8s-cluster-name": "other", "karpenter-sh-nodepool": "default"},
+    }
+    GCPClients.create("test-project", endpoint=fake.endpoint).instances.insert_unary(
+        project="test-project",
+        zone="us-central1-a",
+        instance_resource=compute_v1.Instance.from_json(json.dumps(other)),
     )
-    other.create(nodeclaim("default-c"), node_class(), [instance_type()])
     listed = sorted((m.nodeclaim, m.zone) for m in instances.list())
     assert listed == [("default-a", "us-central1-a"), ("default-b", "us-central1-b")]
