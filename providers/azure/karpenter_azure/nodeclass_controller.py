@@ -53,8 +53,12 @@ from karpenter_azure.nodeclass import (
 from karpenter_core.apis.v1.common import CONDITION_READY, Condition
 from karpenter_core.sdk.nodeclass import Verdict, ready_verdict, resolved_status, stamp_conditions
 from karpenter_core.sdk.record import ProviderContext
-from karpenter_core.sdk.status import ERROR_RETRY, NodeClassStatusController
-from karpenter_core.sdk.types import CloudProviderError
+from karpenter_core.sdk.status import (
+    ERROR_RETRY,
+    NodeClassStatusController,
+    git_version,
+    kept_verdict,
+)
 
 __all__ = [
     "DEFAULT_RESYNC",
@@ -129,13 +133,6 @@ def _aks_managed_vnet(node_resource_group: str, subnet: SubnetID) -> bool:
     )
 
 
-def _kept(previous: Condition | None, reason: str, message: str) -> Verdict:
-    """The previous verdict after an Azure error (Unknown with the error when there was none)."""
-    if previous is None:
-        return Verdict("Unknown", reason, message, cloud_error=True)
-    return Verdict(previous.status, previous.reason, previous.message, cloud_error=True)
-
-
 def _version_tuple(version: str) -> tuple[int, int, int] | None:
     match = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", version)
     return None if match is None else (int(match[1]), int(match[2]), int(match[3]))
@@ -167,7 +164,7 @@ def _images(
         return [], Verdict("False", "SIGRequiredForFIPS", str(error))
     except AzureError as error:
         message = f"listing node image versions failed: {error.message}"
-        return node_class.status.images, _kept(previous, "ImagesResolutionFailed", message)
+        return node_class.status.images, kept_verdict(previous, "ImagesResolutionFailed", message)
     if not images:
         return [], Verdict(
             "False",
@@ -328,10 +325,7 @@ class NodeClassController(NodeClassStatusController[AKSNodeClass]):
 
     def kubernetes_version(self, version_info: Mapping[str, Any]) -> str:
         """The apiserver's ``gitVersion`` (``resolve_status`` takes the ``v`` off)."""
-        version = version_info.get("gitVersion")
-        if not version:
-            raise CloudProviderError("the apiserver's /version has no gitVersion")
-        return str(version)
+        return git_version(version_info)
 
     def resolve(
         self, node_class: AKSNodeClass, kubernetes_version: str, now: datetime

@@ -1,0 +1,199 @@
+"""The nodeclass controller: resolves each GCENodeClass into its status on the SDK's NodeClass
+status loop (which also keeps the drift hash annotations and the termination finalizer).
+
+For each GCENodeClass due, it resolves the node images of the cluster's Kubernetes version
+(``images.resolve_images``) and reads the subnetwork of ``spec.networkConfig.subnetwork`` (unset:
+the cluster's, from the node pool's template, nothing to read), then writes ImagesReady,
+SubnetworkReady and Ready. A failed Compute call keeps that part's previous value and condition
+(Unknown when there was none) and retries sooner.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from google.api_core.exceptions import GoogleAPICallError, NotFound
+
+from karpenter_core.apis.v1.common import CONDITION_READY, Condition
+from karpenter_core.sdk.nodeclass import Verdict, ready_verdict, resolved_status, stamp_conditions
+from karpenter_core.sdk.record import ProviderContext
+from karpenter_core.sdk.status import NodeClassStatusController, git_version, kept_verdict
+from karpenter_gcp.images import ImageResolutionError, resolve_images
+from karpenter_gcp.nodeclass import (
+    CONDITION_IMAGES_READY,
+    CONDITION_SUBNETWORK_READY,
+    CONDITION_TYPES,
+    GROUP,
+    HASH_ANNOTATION,
+    HASH_VERSION,
+    HASH_VERSION_ANNOTATION,
+    KIND,
+    PLURAL,
+    VERSION,
+    GCENodeClass,
+    GCENodeClassStatus,
+    Image,
+    nodeclass_hash,
+)
+
+TERMINATION_FINALIZER = f"{GROUP}/termination"
+"""Finalizer held on a GCENodeClass until no NodeClaim uses it."""
+DEFAULT_RESYNC = timedelta(minutes=5)
+"""How often an unchanged GCENodeClass is resolved again (the community provider's image cache)."""
+_SUBNETWORK = re.compile(r"^(?:.*/)?projects/([^/]+)/regions/([^/]+)/subnetworks/([^/]+)$")
+
+
+def _images(
+    images_client: Any,
+    node_class: GCENodeClass,
+    kubernetes_version: str,
+    earlier: Mapping[str, Condition],
+) -> tuple[list[Image], Verdict]:
+    try:
+        return resolve_images(images_client, node_class, kubernetes_version), Verdict.true(
+            CONDITION_IMAGES_READY
+        )
+    except ImageResolutionError as error:
+        return [], Verdict("False", "ImagesNotFound", str(error))
+    except GoogleAPICallError as error:
+        previous = earlier.get(CONDITION_IMAGES_READY)
+        message = f"listing images failed: {error.message}"
+        return node_class.status.images, kept_verdict(previous, "ImagesResolutionFailed", message)
+
+
+def subnetwork_path(value: str, project: str, region: str) -> tuple[str, str, str] | None:
+    """(project, region, name) of a subnetwork given by name, path or URL; None when it is none."""
+    if "/" not in value:
+        return (project, region, value) if value else None
+    match = _SUBNETWORK.match(value)
+    return None if match is None else (match[1], match[2], match[3])
+
+
+def _subnetwork(
+    subnetworks_client: Any, node_class: GCENodeClass, project: str, region: str
+) -> tuple[str | None, Verdict]:
+    config = node_class.spec.network_config
+    given = config.subnetwork if config is not None else None
+    if not given:
+        return None, Verdict("True", CONDITION_SUBNETWORK_READY, "the cluster's subnetwork")
+    parts = subnetwork_path(given, project, region)
+    if parts is None:
+        message = f"{given!r} is not projects/<project>/regions/<region>/subnetworks/<name>"
+        return None, Verdict("False", "SubnetworkInvalid", message)
+    if parts[1] != region:
+        message = f"subnetwork {given} is not in the cluster's region {region}"
+        return None, Verdict("False", "SubnetworkInvalid", message)
+    path = "projects/{}/regions/{}/subnetworks/{}".format(*parts)
+    try:
+        subnetworks_client.get(project=parts[0], region=parts[1], subnetwork=parts[2])
+    except NotFound:
+        return None, Verdict("False", "SubnetworkNotFound", f"subnetwork {path} not found")
+    except GoogleAPICallError as error:
+        message = f"reading subnetwork {path} failed: {error.message}"
+        return node_class.status.subnetwork, Verdict(
+            "False", "SubnetworkUnknownError", message, True
+        )
+    return path, Verdict.true(CONDITION_SUBNETWORK_READY)
+
+
+def resolve_status(
+    node_class: GCENodeClass,
+    *,
+    images_client: Any,
+    subnetworks_client: Any,
+    project: str,
+    region: str,
+    kubernetes_version: str,
+    now: datetime,
+) -> tuple[dict[str, Any], bool]:
+    """The status ``node_class`` should have (camelCase JSON) and whether a Compute call failed;
+    conditions keep their lastTransitionTime unless their status changes."""
+    earlier = {condition.type: condition for condition in node_class.status.conditions}
+    verdicts: dict[str, Verdict] = {}
+    images, verdicts[CONDITION_IMAGES_READY] = _images(
+        images_client, node_class, kubernetes_version, earlier
+    )
+    subnetwork, verdicts[CONDITION_SUBNETWORK_READY] = _subnetwork(
+        subnetworks_client, node_class, project, region
+    )
+    verdicts[CONDITION_READY] = ready_verdict(verdicts, CONDITION_TYPES)
+    conditions = stamp_conditions(
+        verdicts, node_class.status.conditions, now, node_class.metadata.generation
+    )
+    status = GCENodeClassStatus(images=images, subnetwork=subnetwork, conditions=conditions)
+    return resolved_status(status, verdicts)
+
+
+class NodeClassController(NodeClassStatusController[GCENodeClass]):
+    """Keeps every GCENodeClass's status resolved against the apiserver and Compute Engine."""
+
+    model = GCENodeClass
+    group = GROUP
+    version = VERSION
+    kind = KIND
+    plural = PLURAL
+    finalizer = TERMINATION_FINALIZER
+    hash_annotation = HASH_ANNOTATION
+    hash_version_annotation = HASH_VERSION_ANNOTATION
+    hash_version = HASH_VERSION
+    restamp_nodeclaims = True
+
+    def __init__(
+        self,
+        context: ProviderContext,
+        *,
+        images_client: Any,
+        subnetworks_client: Any,
+        project: str,
+        region: str,
+        resync: timedelta = DEFAULT_RESYNC,
+    ) -> None:
+        super().__init__(context, resync)
+        self._clients = (images_client, subnetworks_client)
+        self._where = (project, region)
+
+    @classmethod
+    def for_provider(cls, context: ProviderContext, provider: Any) -> NodeClassController:
+        """The controller of a GCP cloud provider: ``provider.settings`` (``project``,
+        ``region``) and ``provider.clients`` (``images``, ``subnetworks``)."""
+        settings, clients = provider.settings, provider.clients
+        return cls(
+            context,
+            images_client=clients.images,
+            subnetworks_client=clients.subnetworks,
+            project=settings.project,
+            region=settings.region,
+        )
+
+    def spec_hash(self, node_class: GCENodeClass) -> str:
+        """``nodeclass_hash`` of the spec."""
+        return nodeclass_hash(node_class.spec)
+
+    def kubernetes_version(self, version_info: Mapping[str, Any]) -> str:
+        """The apiserver's ``gitVersion``, e.g. v1.31.2-gke.1000."""
+        return git_version(version_info)
+
+    def resolve(
+        self, node_class: GCENodeClass, kubernetes_version: str, now: datetime
+    ) -> tuple[dict[str, Any], bool]:
+        """``resolve_status`` against this controller's clients."""
+        images_client, subnetworks_client = self._clients
+        return resolve_status(
+            node_class,
+            images_client=images_client,
+            subnetworks_client=subnetworks_client,
+            project=self._where[0],
+            region=self._where[1],
+            kubernetes_version=kubernetes_version,
+            now=now,
+        )
+
+    def log_resolved(self, name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+        """New node images."""
+        old = sorted(image["sourceImage"] for image in before.get("images") or ())
+        new = sorted(image["sourceImage"] for image in after.get("images") or ())
+        if new and new != old:
+            self._log.info("nodeclass: GCENodeClass %s: images %s", name, ", ".join(new))
