@@ -1,7 +1,7 @@
 """Run the fake GCE server as a process: ``python -m karpenter_gcp.testing``.
 
-It prints one JSON line with its endpoint, project and region, then serves until interrupted
-or terminated.
+It prints one JSON line with its endpoint, project, region and the provider's environment
+(``env``), then serves until interrupted or terminated.
 """
 
 from __future__ import annotations
@@ -35,7 +35,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     fake = FakeGCE(args.project, args.region, operation_delay=args.operation_delay, port=args.port)
     print(
-        json.dumps({"endpoint": fake.endpoint, "project": fake.project, "region": fake.region}),
+        json.dumps(
+            {
+                "endpoint": fake.endpoint,
+                "project": fake.project,
+                "region": fake.region,
+                "env": fake.env(),
+            }
+        ),
         flush=True,
     )
 
