@@ -27,10 +27,9 @@ from karpenter_core.sdk.types import (
 __all__ = ["QUOTA_TTL", "RETRY", "error_codes", "launch_error", "retryable"]
 
 STOCKOUTS = frozenset(
-    f"{kind}{suffix}"
-    for kind in ("ZONE_RESOURCE_POOL_EXHAUSTED", "IP_SPACE_EXHAUSTED")
-    for suffix in ("", "_WITH_DETAILS")
-) | {"RESOURCE_POOL_EXHAUSTED", "STOCKOUT"}
+    {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "STOCKOUT"}
+    | {"RESOURCE_POOL_EXHAUSTED", "IP_SPACE_EXHAUSTED", "IP_SPACE_EXHAUSTED_WITH_DETAILS"}
+)
 """A zone has no capacity for the type (or the subnetwork no addresses left)."""
 QUOTAS = frozenset({"QUOTA_EXCEEDED", "quotaExceeded"})
 QUOTA_TTL = timedelta(minutes=10)

@@ -44,6 +44,7 @@ from karpenter_core.sdk.types import (
     launch_request,
 )
 from karpenter_gcp.bootstrap import NodeTemplate, node_metadata, read_template
+from karpenter_gcp.clients import GCPClients
 from karpenter_gcp.errors import RETRY, error_codes, launch_error
 from karpenter_gcp.nodeclass import GCENodeClass
 from karpenter_gcp.settings import GCPSettings
@@ -220,19 +221,19 @@ def message_json(message: Any) -> dict[str, Any]:
 
 
 class Instances:
-    """The cluster's instances in ``zones``, through ``clients`` (``instances``,
+    """The cluster's instances in the region's ``zones()``, through ``clients`` (``instances``,
     ``zone_operations``; ``node_pool`` and ``instance_templates`` for the node pool's template,
     read on first use and every ``TEMPLATE_REFRESH``)."""
 
     def __init__(
         self,
-        clients: Any,
+        clients: GCPClients,
         settings: GCPSettings,
-        zones: Iterable[str],
+        zones: Callable[[], Iterable[str]],
         unavailable: UnavailableOfferings,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self._clients, self._settings, self._zones = clients, settings, tuple(zones)
+        self._clients, self._settings, self._zones = clients, settings, zones
         self._project, self._unavailable = settings.project_id, unavailable
         location, cluster = settings.cluster_location, settings.cluster_name
         self.template = RefreshedData(
@@ -291,7 +292,7 @@ class Instances:
         label = f"labels.{LABEL_CLUSTER}={self._settings.cluster_name}"
         machines = (
             machine_of(self._project, message_json(item))
-            for zone in self._zones
+            for zone in sorted(self._zones())
             for item in self._clients.instances.list(
                 request={"project": self._project, "zone": zone, "filter": label}, retry=RETRY
             )
