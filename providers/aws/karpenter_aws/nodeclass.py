@@ -49,6 +49,7 @@ from karpenter_core.sdk.kubeletconfig import (
     matching,
 )
 from karpenter_core.sdk.nodeclass import ReadyByConditions, validation_problems
+from karpenter_core.sdk.nodeimages import NodeSelectorRequirement
 from karpenter_core.sdk.record import NodeClassInfo
 
 __all__ = [
@@ -754,17 +755,6 @@ class SecurityGroupStatus(KubeModel):
     """The security group id."""
     name: str | None = None
     """Its group name."""
-
-
-class NodeSelectorRequirement(KubeModel):
-    """A requirement on node labels (an instance type must meet it to use the AMI)."""
-
-    key: str
-    """The label key."""
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
-    """How the label relates to the values."""
-    values: Annotated[list[str], KubeSchema(list_type="atomic")] = Field(default_factory=list)
-    """The values for In, NotIn, Gt and Lt."""
 
 
 class AMIStatus(KubeModel):

@@ -1,33 +1,34 @@
 """The machine types a GCENodeClass can launch in a region, with their offerings and prices.
 
 Offline, the rows come from the packaged catalog (``data/machinetypes.json.gz``, see
-``data/README.md``): SkyPilot's public GCP catalog's machine types per region with the zones
-and on-demand and spot prices; GPUs from a table per machine family (``family_gpus``), since
-that source leaves the accelerators of a2/a3/g2 types empty. Live, the same rows are read from
-the Compute API: the zones of the region that are UP (Zones API) and the machine types of each
-(machineTypes aggregatedList), GPUs from the type's ``accelerators``; they are refreshed on the
-SDK's ``RefreshedData`` and the last good read is kept when one fails.
+``data/README.md``): SkyPilot's public GCP catalog's machine types per region with their zones
+and on-demand and spot prices, GPUs from a table per machine family (the source leaves a2/a3/g2
+accelerators empty). Live, the same rows come from the Compute API: the region's zones that are
+UP (Zones API) and the machine types of each (machineTypes aggregatedList), GPUs from the
+type's ``accelerators``, refreshed on the SDK's ``RefreshedData`` (the last good read kept).
 
 ``Catalog.instance_types(options)`` is cached per build options and rebuilt when the rows or the
-prices change, or, for the types concerned, the unavailable offerings (``InstanceTypeCache``).
+prices change, or, for the types concerned, the unavailable offerings (``InstanceTypeCache``);
+each call lets the prices refresh in the background when they are due.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from karpenter_core.sdk.catalog import InstanceTypeCache, RefreshedData, packaged_json
-from karpenter_core.sdk.offerings import Marks, UnavailableOfferings, without_unavailable
+from karpenter_core.sdk.offerings import Marks, UnavailableOfferings
 from karpenter_core.sdk.types import CloudProviderError, InstanceType
 from karpenter_gcp.instancetype import BuildOptions, MachineType, build
 
+if TYPE_CHECKING:
+    from karpenter_gcp.pricing import GCPPricing
+
 __all__ = [
-    "GPU_MEMORY_MIB",
     "Catalog",
     "CatalogError",
-    "family_gpus",
+    "gpu_memory_mib",
     "live_machine_types",
     "machine_type",
     "offline_machine_types",
@@ -36,33 +37,6 @@ __all__ = [
     "packaged_source",
 ]
 
-FAMILY_GPUS = {
-    "a2-highgpu": "nvidia-tesla-a100",
-    "a2-megagpu": "nvidia-tesla-a100",
-    "a2-ultragpu": "nvidia-a100-80gb",
-    "a3-edgegpu": "nvidia-h100-80gb",
-    "a3-highgpu": "nvidia-h100-80gb",
-    "a3-megagpu": "nvidia-h100-mega-80gb",
-    "a3-ultragpu": "nvidia-h200-141gb",
-    "g2-standard": "nvidia-l4",
-}
-"""The GPU (GCE accelerator type) of each machine family and shape that has GPUs attached."""
-GPU_MEMORY_MIB = {
-    "nvidia-tesla-a100": 40960,
-    "nvidia-a100-80gb": 81920,
-    "nvidia-h100-80gb": 81920,
-    "nvidia-h100-mega-80gb": 81920,
-    "nvidia-h200-141gb": 144384,
-    "nvidia-l4": 24576,
-    "nvidia-tesla-t4": 16384,
-    "nvidia-tesla-v100": 16384,
-    "nvidia-tesla-p100": 16384,
-    "nvidia-tesla-p4": 8192,
-}
-"""MiB of memory per GPU by accelerator type (Google's published GPU table)."""
-_G2_GPUS = {24: 2, 48: 4, 96: 8}
-"""L4 GPUs of a g2-standard type by vCPUs (one below 24); a2/a3 names carry ``-<n>g``."""
-_ARM_FAMILIES = frozenset({"t2a", "c4a", "n4a"})
 _PACKAGE = ("karpenter_gcp", "data/machinetypes.json.gz")
 
 
@@ -70,30 +44,14 @@ class CatalogError(CloudProviderError):
     """No machine type data: the Compute API could not be read, or the region is unknown."""
 
 
-class ComputeClients(Protocol):
-    """What the live catalog reads through (``karpenter_gcp.clients.GCPClients``)."""
-
-    project: str
-    zones: Any
-    machine_types: Any
-
-
-def family_gpus(name: str, vcpus: int) -> tuple[str, int]:
-    """GPU name and count of a machine type by its family ("", 0 without GPUs)."""
-    gpu = FAMILY_GPUS.get("-".join(name.split("-")[:2]))
-    if gpu is None:
-        return "", 0
-    count = re.search(r"-(\d+)g(?:-|$)", name)
-    return gpu, int(count.group(1)) if count else _G2_GPUS.get(vcpus, 1)
-
-
-def architecture(name: str) -> str:
-    """arm64 for the Arm families (t2a, c4a, n4a), else amd64."""
-    return "arm64" if name.split("-")[0] in _ARM_FAMILIES else "amd64"
-
-
 def _packaged() -> dict[str, Any]:
     return packaged_json(*_PACKAGE)
+
+
+def gpu_memory_mib(gpu: str) -> int:
+    """MiB of memory per GPU of a GCE accelerator type (0 when not in the recorded table)."""
+    memory: int = _packaged()["gpu_memory_mib"].get(gpu, 0)
+    return memory
 
 
 def offline_regions() -> list[str]:
@@ -128,7 +86,7 @@ def offline_machine_types(region: str) -> list[MachineType]:
         name, vcpus, memory, arch, gpu, count = types[index]
         out.append(
             MachineType(name, vcpus, memory, tuple(sorted(listed)), arch, gpu, count,
-                        GPU_MEMORY_MIB.get(gpu, 0))
+                        gpu_memory_mib(gpu))
         )  # fmt: skip
     return out
 
@@ -150,7 +108,7 @@ def machine_type(api: Any, zones: Iterable[str]) -> MachineType:
     """A row from a Compute API MachineType (``compute_v1.MachineType``) offered in ``zones``."""
     gpus = list(api.accelerators)
     gpu = gpus[0].guest_accelerator_type if gpus else ""
-    arch = {"ARM64": "arm64", "X86_64": "amd64"}.get(api.architecture, architecture(api.name))
+    arch = "arm64" if api.architecture == "ARM64" else "amd64"
     return MachineType(
         name=api.name,
         vcpus=api.guest_cpus,
@@ -159,11 +117,11 @@ def machine_type(api: Any, zones: Iterable[str]) -> MachineType:
         architecture=arch,
         gpu_name=gpu,
         gpu_count=sum(g.guest_accelerator_count for g in gpus),
-        gpu_memory_mib=GPU_MEMORY_MIB.get(gpu, 0),
+        gpu_memory_mib=gpu_memory_mib(gpu),
     )
 
 
-def live_machine_types(clients: ComputeClients, region: str) -> list[MachineType]:
+def live_machine_types(clients: Any, region: str) -> list[MachineType]:
     """The machine types of ``region`` from the Compute API: the region's zones that are UP,
     and per type the zones among them that list it (deprecated types left out)."""
     try:
@@ -197,7 +155,7 @@ class Catalog:
         self,
         region: str,
         rows: RefreshedData[list[MachineType]],
-        prices: Any,
+        prices: GCPPricing,
         unavailable: UnavailableOfferings,
     ) -> None:
         self.region = region
@@ -207,14 +165,14 @@ class Catalog:
         self._cache: InstanceTypeCache[BuildOptions] = InstanceTypeCache(unavailable, 32)
 
     @classmethod
-    def offline(cls, region: str, prices: Any, unavailable: UnavailableOfferings) -> Catalog:
+    def offline(cls, region: str, prices: GCPPricing, unavailable: UnavailableOfferings) -> Catalog:
         """The packaged machine types of ``region`` (nothing read from the cloud)."""
         rows = RefreshedData(None, what="machine types", initial=offline_machine_types(region))
         return cls(region, rows, prices, unavailable)
 
     @classmethod
     def live(
-        cls, clients: ComputeClients, region: str, prices: Any, unavailable: UnavailableOfferings
+        cls, clients: Any, region: str, prices: GCPPricing, unavailable: UnavailableOfferings
     ) -> Catalog:
         """Machine types read from the Compute API (refreshed on the SDK's interval)."""
         rows = RefreshedData(
@@ -225,11 +183,11 @@ class Catalog:
     def instance_types(self, options: BuildOptions) -> list[InstanceType]:
         """The instance types under ``options`` (a shared list: do not modify it)."""
         rows = self.rows.current()
+        self.prices.refresh_in_background()
         by_name = {mt.name: mt for mt in rows}
-        price: Callable[[str, MachineType, str], float | None] = self.prices.price
 
         def one(mt: MachineType, marks: Marks) -> InstanceType:
-            return without_unavailable(build(mt, options, price, lambda *_: False), marks)
+            return build(mt, options, self.prices.price, marks.excludes)
 
         return self._cache.get(
             options,

@@ -59,7 +59,7 @@ def _listed(image: Any) -> ListedImage:
 
 def fetch_images(images_client: Any, project: str, prefix: str) -> list[ListedImage]:
     """The images of ``project`` whose names start with ``prefix`` (Compute images.list)."""
-    found = images_client.list(project=project, filter=f"name={prefix}*")
+    found = images_client.list(request={"project": project, "filter": f"name={prefix}*"})
     return [_listed(image) for image in found if image.name.startswith(prefix)]
 
 

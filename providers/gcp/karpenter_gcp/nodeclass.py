@@ -25,6 +25,7 @@ from karpenter_core.sdk.crds import KubeSchema, PrinterColumn
 from karpenter_core.sdk.fields import checked
 from karpenter_core.sdk.kubeletconfig import KubeletConfiguration, listed, matching
 from karpenter_core.sdk.nodeclass import ReadyByConditions
+from karpenter_core.sdk.nodeimages import NodeSelectorRequirement
 from karpenter_core.sdk.record import NodeClassInfo
 from karpenter_core.sdk.rules import Rule, ruled
 
@@ -77,48 +78,85 @@ def _pattern(pattern: str, what: str) -> tuple[Any, KubeSchema]:
     return checked(matching(pattern, what)), KubeSchema(keywords={"pattern": pattern})
 
 
+# fmt: off
 def _version_rule(family: str, pattern: str, form: str) -> Rule:
-    def holds(t: ImageSelectorTerm) -> bool:
-        version = t.version
-        return (
-            version is None
-            or t.family != family
-            or version == "latest"
-            or bool(re.fullmatch(pattern, version))
-        )
-
-    return Rule(
-        f"!has(self.version) || !has(self.family) || self.family != '{family}' || "
-        f"self.version == 'latest' || self.version.matches('^{pattern}$')",
-        f"{family} version must be 'latest' or {form}",
-        holds,
-    )
+    return Rule(f"!has(self.version) || !has(self.family) || self.family != '{family}' || "
+                f"self.version == 'latest' || self.version.matches('^{pattern}$')",
+                f"{family} version must be 'latest' or {form}",
+                lambda t: t.family != family or t.version in (None, "latest")
+                or re.fullmatch(pattern, t.version) is not None)
 
 
 def _alias_version_rule(family: str, pattern: str, form: str) -> Rule:
-    return Rule(
-        f"!self.startsWith('{family}@') || self.matches('^{family}@(latest|{pattern})$')",
-        f"{family} version must be 'latest' or {form}",
-        lambda a: (
-            not a.startswith(f"{family}@") or bool(re.fullmatch(f"{family}@(latest|{pattern})", a))
-        ),
-    )
+    return Rule(f"!self.startsWith('{family}@') || self.matches('^{family}@(latest|{pattern})$')",
+                f"{family} version must be 'latest' or {form}",
+                lambda a: not a.startswith(f"{family}@")
+                or re.fullmatch(f"{family}@(latest|{pattern})", a) is not None)
+
+
+def _key_refused(key: str) -> Rule:
+    return Rule(f"self.all(k, k != '{key}')", f"tag contains a restricted tag matching {key}",
+                lambda labels: key not in labels)
 
 
 _ALIAS_RULES = ruled(
-    Rule(
-        "self.matches('^[a-zA-Z0-9]+@.+$')",
-        "'alias' is improperly formatted, must match the format 'family@version'",
-        lambda a: re.fullmatch(r"[a-zA-Z0-9]+@.+", a, re.S) is not None,
-    ),
-    Rule(
-        f"self.find('^[^@]+') in [{listed((COS, UBUNTU))}]",
-        "family is not supported, must be one of the following: 'ContainerOptimizedOS,Ubuntu'",
-        lambda a: a.partition("@")[0] in (COS, UBUNTU),
-    ),
+    Rule("self.matches('^[a-zA-Z0-9]+@.+$')",
+         "'alias' is improperly formatted, must match the format 'family@version'",
+         lambda a: re.fullmatch(r"[a-zA-Z0-9]+@.+", a, re.S) is not None),
+    Rule(f"self.find('^[^@]+') in [{listed((COS, UBUNTU))}]",
+         "family is not supported, must be one of the following: 'ContainerOptimizedOS,Ubuntu'",
+         lambda a: a.partition("@")[0] in (COS, UBUNTU)),
     _alias_version_rule(COS, _COS_VERSION, _COS_FORM),
     _alias_version_rule(UBUNTU, _UBUNTU_VERSION, _UBUNTU_FORM),
 )
+_TERM_RULES = ruled(
+    Rule("!has(self.family) || has(self.channel) || has(self.version)",
+         "family requires either channel or version to be set",
+         lambda t: t.family is None or t.channel is not None or t.version is not None),
+    Rule("!(has(self.channel) || has(self.version)) || has(self.family)",
+         "channel and version require family to be set",
+         lambda t: (t.channel is None and t.version is None) or t.family is not None),
+    Rule("!(has(self.channel) && has(self.version))", "channel and version cannot both be set",
+         lambda t: t.channel is None or t.version is None),
+    Rule(f"!has(self.channel) || self.family == '{COS}'",
+         "channel is only supported for family ContainerOptimizedOS",
+         lambda t: t.channel is None or t.family == COS),
+    Rule("(has(self.alias) ? 1 : 0) + (has(self.id) ? 1 : 0) + (has(self.family) ? 1 : 0) == 1",
+         "exactly one of alias, id, or family must be set",
+         lambda t: [t.alias, t.id, t.family].count(None) == 2),
+    _version_rule(COS, _COS_VERSION, _COS_FORM),
+    _version_rule(UBUNTU2404, _UBUNTU_VERSION, _UBUNTU_FORM),
+    _version_rule(UBUNTU2204, _UBUNTU_VERSION, _UBUNTU_FORM),
+)
+_TERMS_RULES = ruled(
+    Rule("self.all(x, has(x.alias) || has(x.id) || has(x.family))",
+         "each term must set exactly one of: alias, id, or family (with channel or version)",
+         lambda terms: all(t.alias or t.id or t.family for t in terms)),
+    Rule("!(self.exists(t, has(t.channel)) && self.exists(t, has(t.family) && "
+         f"t.family == '{COS}' && has(t.version) && t.version == 'latest'))",
+         "channel: and version: latest cannot both appear in the same imageSelectorTerms",
+         lambda terms: not (any(t.channel for t in terms)
+                            and any(t.family == COS and t.version == "latest" for t in terms))),
+)
+_LABEL_RULES = ruled(
+    Rule("self.all(k, k != '')", "empty tag keys aren't supported", lambda m: "" not in m),
+    Rule("self.all(k, !k.startsWith('kubernetes.io/cluster') )",
+         "tag contains a restricted tag matching kubernetes.io/cluster/",
+         lambda m: not any(k.startswith("kubernetes.io/cluster") for k in m)),
+    *map(_key_refused, _RESTRICTED_LABELS),
+)
+_METADATA_RULES = ruled(
+    Rule(" && ".join(f"!('{key}' in self)" for key in RESERVED_METADATA),
+         "spec.metadata contains a reserved GKE metadata key",
+         lambda m: not set(m) & set(RESERVED_METADATA)),
+)
+_SIZE_RULES = ruled(Rule("self >= 10", "size invalid", lambda size: size >= 10))
+DiskCategory = Literal[
+    "hyperdisk-balanced", "hyperdisk-balanced-high-availability", "hyperdisk-extreme",
+    "hyperdisk-ml", "hyperdisk-throughput", "local-ssd", "pd-balanced", "pd-extreme", "pd-ssd",
+    "pd-standard",
+]
+# fmt: on
 
 
 class ImageSelectorTerm(KubeModel):
@@ -137,93 +175,10 @@ class ImageSelectorTerm(KubeModel):
     """'latest' or a pinned version: COS milestone.build.build.build, Ubuntu vYYYYMMDD."""
 
 
-_TERM_RULES = ruled(
-    Rule(
-        "!has(self.family) || has(self.channel) || has(self.version)",
-        "family requires either channel or version to be set",
-        lambda t: t.family is None or t.channel is not None or t.version is not None,
-    ),
-    Rule(
-        "!(has(self.channel) || has(self.version)) || has(self.family)",
-        "channel and version require family to be set",
-        lambda t: (t.channel is None and t.version is None) or t.family is not None,
-    ),
-    Rule(
-        "!(has(self.channel) && has(self.version))",
-        "channel and version cannot both be set",
-        lambda t: t.channel is None or t.version is None,
-    ),
-    Rule(
-        f"!has(self.channel) || self.family == '{COS}'",
-        "channel is only supported for family ContainerOptimizedOS",
-        lambda t: t.channel is None or t.family == COS,
-    ),
-    Rule(
-        "(has(self.alias) ? 1 : 0) + (has(self.id) ? 1 : 0) + (has(self.family) ? 1 : 0) == 1",
-        "exactly one of alias, id, or family must be set",
-        lambda t: [t.alias, t.id, t.family].count(None) == 2,
-    ),
-    _version_rule(COS, _COS_VERSION, _COS_FORM),
-    _version_rule(UBUNTU2404, _UBUNTU_VERSION, _UBUNTU_FORM),
-    _version_rule(UBUNTU2204, _UBUNTU_VERSION, _UBUNTU_FORM),
-)
-_TERMS_RULES = ruled(
-    Rule(
-        "self.all(x, has(x.alias) || has(x.id) || has(x.family))",
-        "each term must set exactly one of: alias, id, or family (with channel or version)",
-        lambda terms: all(t.alias or t.id or t.family for t in terms),
-    ),
-    Rule(
-        "!(self.exists(t, has(t.channel)) && self.exists(t, has(t.family) && "
-        f"t.family == '{COS}' && has(t.version) && t.version == 'latest'))",
-        "channel: and version: latest cannot both appear in the same imageSelectorTerms",
-        lambda terms: (
-            not (
-                any(t.channel for t in terms)
-                and any(t.family == COS and t.version == "latest" for t in terms)
-            )
-        ),
-    ),
-)
-
-
-def _key_refused(key: str) -> Rule:
-    return Rule(
-        f"self.all(k, k != '{key}')",
-        f"tag contains a restricted tag matching {key}",
-        lambda labels: key not in labels,
-    )
-
-
-_LABEL_RULES = ruled(
-    Rule("self.all(k, k != '')", "empty tag keys aren't supported", lambda m: "" not in m),
-    Rule(
-        "self.all(k, !k.startsWith('kubernetes.io/cluster') )",
-        "tag contains a restricted tag matching kubernetes.io/cluster/",
-        lambda m: not any(k.startswith("kubernetes.io/cluster") for k in m),
-    ),
-    *map(_key_refused, _RESTRICTED_LABELS),
-)
-_METADATA_RULES = ruled(
-    Rule(
-        f"self.all(k, !(k in [{listed(RESERVED_METADATA)}]))",
-        "spec.metadata contains a reserved GKE metadata key",
-        lambda m: not set(m) & set(RESERVED_METADATA),
-    )
-)
-DiskCategory = Literal[
-    "hyperdisk-balanced", "hyperdisk-balanced-high-availability", "hyperdisk-extreme",
-    "hyperdisk-ml", "hyperdisk-throughput", "local-ssd", "pd-balanced", "pd-extreme", "pd-ssd",
-    "pd-standard",
-]  # fmt: skip
-
-
 class Disk(KubeModel):
     """A disk of the instance: the boot disk (it gets the node image) or a data disk."""
 
-    size_gib: (
-        Annotated[int, *ruled(Rule("self >= 10", "size invalid", lambda size: size >= 10))] | None
-    ) = Field(default=None, alias="sizeGiB")
+    size_gib: Annotated[int, *_SIZE_RULES] | None = Field(default=None, alias="sizeGiB")
     """The size in GiB (at least 10)."""
     category: DiskCategory | None = None
     """The disk type, e.g. pd-balanced, pd-ssd, hyperdisk-balanced or local-ssd."""
@@ -293,17 +248,6 @@ class GCENodeClassSpec(KubeModel):
         """The boot disk's size (GiB): the boot disk's, else 100."""
         boot = next((d for d in self.disks if d.boot and d.size_gib), None)
         return boot.size_gib or DEFAULT_BOOT_DISK_GIB if boot else DEFAULT_BOOT_DISK_GIB
-
-
-class NodeSelectorRequirement(KubeModel):
-    """A requirement on node labels (an instance type must meet it to use the image)."""
-
-    key: str
-    """The label key."""
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
-    """How the label relates to the values."""
-    values: Annotated[list[str], KubeSchema(list_type="atomic")] = Field(default_factory=list)
-    """The values for In, NotIn, Gt and Lt."""
 
 
 class Image(KubeModel):

@@ -34,7 +34,7 @@ COMPUTE_SERVICE = "services/6F81-5844-456A"
 """Compute Engine in the Cloud Billing Catalog."""
 _SKU = re.compile(
     r"^(?:Spot Preemptible )?(?P<family>Compute optimized|Memory-optimized|"
-    r"[A-Z][A-Z0-9]*(?: AMD| Arm)?(?: Predefined)? Instance) (?P<kind>Core|Ram) running in "
+    r"[A-Z][A-Z0-9]*(?: AMD| Arm)?(?: Predefined)?)(?: Instance)? (?P<kind>Core|Ram) running in "
 )
 _ALIASES = {"Compute optimized": "c2", "Memory-optimized": "m1"}
 _USAGE = {"OnDemand": wk.CAPACITY_TYPE_ON_DEMAND, "Preemptible": wk.CAPACITY_TYPE_SPOT}

@@ -18,7 +18,6 @@ from karpenter_gcp import catalog
 from karpenter_gcp.catalog import (
     Catalog,
     CatalogError,
-    family_gpus,
     live_machine_types,
     offline_machine_types,
     offline_regions,
@@ -26,6 +25,7 @@ from karpenter_gcp.catalog import (
     packaged_source,
 )
 from karpenter_gcp.instancetype import RESOURCE_NVIDIA_GPU, BuildOptions
+from karpenter_gcp.pricing import GCPPricing
 
 GENERATOR = Path(__file__).resolve().parents[2] / "scripts" / "generate_catalog.py"
 DATA = Path(catalog.__file__).parent / "data" / "machinetypes.json.gz"
@@ -39,16 +39,6 @@ def _generator():
     return module
 
 
-class _Prices:
-    seq = 1
-
-    def __init__(self, region: str) -> None:
-        self.table = packaged_prices(region)
-
-    def price(self, capacity_type, mt, zone):
-        return self.table.get((capacity_type, mt.name, zone))
-
-
 def test_packaged_catalog_covers_its_regions_and_records_its_source():
     assert len(offline_regions()) == 42
     assert {"us-central1", "europe-west4", "asia-southeast1"} <= set(offline_regions())
@@ -57,7 +47,14 @@ def test_packaged_catalog_covers_its_regions_and_records_its_source():
     assert source["commit"] == "2c3d7ea7d76bf84cf80d382e946c1609571485fd"
     assert source == _generator().SOURCE
     names = {mt.name for mt in offline_machine_types("us-central1")}
-    assert {"e2-standard-2", "a2-highgpu-1g", "a3-highgpu-1g", "g2-standard-4"} <= names
+    assert {
+        "e2-medium",
+        "n2-standard-8",
+        "a2-highgpu-1g",
+        "a3-highgpu-1g",
+        "g2-standard-4",
+    } <= names
+    assert len(names) == 40
 
 
 def test_rows_carry_zones_gpus_and_per_zone_prices():
@@ -88,7 +85,7 @@ def test_rows_carry_zones_gpus_and_per_zone_prices():
     ],
 )
 def test_family_gpu_table(name, vcpus, gpus):
-    assert family_gpus(name, vcpus) == gpus
+    assert _generator().family_gpus(name, vcpus) == gpus
 
 
 def test_unknown_region_is_a_one_line_error():
@@ -121,7 +118,7 @@ def test_generator_refuses_a_copy_with_another_sha256(tmp_path, capsys):
     copy = tmp_path / "vms.csv"
     copy.write_text(CSV)
     assert _generator().main(["--csv", str(copy), "--output", str(tmp_path / "out.gz")]) == 1
-    assert "expected 69b05f24" in capsys.readouterr().err
+    assert "expected 05a60b21" in capsys.readouterr().err
     assert not (tmp_path / "out.gz").exists()
 
 
@@ -209,7 +206,7 @@ def test_live_rows_failures_are_catalog_errors():
 
 def test_offline_catalog_instance_types_are_cached_and_gpu_pods_get_gpu_types():
     unavailable = UnavailableOfferings()
-    cat = Catalog.offline("us-central1", _Prices("us-central1"), unavailable)
+    cat = Catalog.offline("us-central1", GCPPricing("us-central1"), unavailable)
     options = BuildOptions("us-central1")
     types = cat.instance_types(options)
     assert cat.instance_types(options) is types
@@ -224,14 +221,33 @@ def test_offline_catalog_instance_types_are_cached_and_gpu_pods_get_gpu_types():
 def test_first_instance_types_from_packaged_data_load_fast():
     script = (
         "import time; t = time.perf_counter()\n"
-        "from karpenter_gcp.catalog import Catalog, packaged_prices\n"
+        "from karpenter_gcp.catalog import Catalog\n"
         "from karpenter_gcp.instancetype import BuildOptions\n"
+        "from karpenter_gcp.pricing import GCPPricing\n"
         "from karpenter_core.sdk.offerings import UnavailableOfferings\n"
-        "class P:\n seq = 1\n t = packaged_prices('us-central1')\n"
-        " def price(self, c, mt, z): return self.t.get((c, mt.name, z))\n"
-        "Catalog.offline('us-central1', P(), UnavailableOfferings())"
+        "prices = GCPPricing('us-central1')\n"
+        "Catalog.offline('us-central1', prices, UnavailableOfferings())"
         ".instance_types(BuildOptions('us-central1'))\n"
         "print(time.perf_counter() - t)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert float(out.stdout) < 0.3
+
+
+@pytest.mark.slow
+def test_live_catalog_through_the_fake_server_matches_the_packaged_rows():
+    from karpenter_gcp.clients import GCPClients
+    from karpenter_gcp.testing import FakeGCE
+
+    with FakeGCE() as fake:
+        clients = GCPClients.create(fake.project, endpoint=fake.endpoint)
+        prices = GCPPricing("us-central1", clients.billing)
+        cat = Catalog.live(clients, "us-central1", prices, UnavailableOfferings())
+        live = {it.name: it for it in cat.instance_types(BuildOptions("us-central1"))}
+        offline = {mt.name: mt for mt in offline_machine_types("us-central1")}
+        assert set(live) == set(offline)
+        a3 = live["a3-highgpu-2g"]
+        assert a3.capacity[RESOURCE_NVIDIA_GPU] == 2000
+        assert a3.requirements["karpenter.k8s.gcp/instance-gpu-memory"].values == {"81920"}
+        zones = a3.requirements["topology.kubernetes.io/zone"].values
+        assert zones == set(offline["a3-highgpu-2g"].zones)
