@@ -18,10 +18,12 @@ from typing import Any
 
 from google.api_core import exceptions
 
-from karpenter_core.sdk.types import CloudProviderError
+from karpenter_core.apis import labels as wk
+from karpenter_core.sdk.launch import kubelet_labels
+from karpenter_core.sdk.types import CloudProviderError, Offering
 from karpenter_gcp.errors import RETRY
 
-__all__ = ["NodeTemplate", "node_metadata", "read_template"]
+__all__ = ["NodeTemplate", "node_labels", "node_metadata", "read_template"]
 
 POOL_LABELS = ("cloud.google.com/gke-nodepool", "goog-k8s-node-pool-name")
 """The node pool's own identity: not copied onto a Karpenter node."""
@@ -69,6 +71,19 @@ def read_template(
     except (exceptions.GoogleAPICallError, ValueError, OSError) as error:
         raise CloudProviderError(f"reading GKE node pool {pool!r}'s template: {error}") from None
     return NodeTemplate.from_template(json.loads(type(template).to_json(template)))
+
+
+def node_labels(
+    labels: Mapping[str, str], instance_type: str, offering: Offering
+) -> dict[str, str]:
+    """The labels a node registers with: the NodeClaim's ``labels``, its offering's, and GKE's
+    provisioning labels (as GKE's spot nodes have them), those node admission allows."""
+    spot = offering.capacity_type == wk.CAPACITY_TYPE_SPOT
+    gke = {"cloud.google.com/gke-provisioning": "spot" if spot else "standard"}
+    offered = {wk.INSTANCE_TYPE: instance_type, wk.TOPOLOGY_ZONE: offering.zone}
+    offered[wk.CAPACITY_TYPE] = offering.capacity_type
+    spot_label = {"cloud.google.com/gke-spot": "true"} if spot else {}
+    return kubelet_labels({**labels, **offered, **gke, **spot_label})
 
 
 def node_metadata(

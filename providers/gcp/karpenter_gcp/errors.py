@@ -9,7 +9,8 @@ mark an offering.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 
 from google.api_core import exceptions
@@ -24,7 +25,7 @@ from karpenter_core.sdk.types import (
     Offering,
 )
 
-__all__ = ["QUOTA_TTL", "RETRY", "error_codes", "launch_error", "retryable"]
+__all__ = ["QUOTA_TTL", "RETRY", "calling", "error_codes", "launch_error", "retryable"]
 
 STOCKOUTS = frozenset(
     {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "STOCKOUT"}
@@ -48,6 +49,8 @@ def error_codes(error: object) -> list[tuple[str, str]]:
     if isinstance(error, exceptions.GoogleAPICallError):
         listed = [(str(e.get("reason", "")), str(e.get("message", ""))) for e in error.errors]
         return listed or [(error.reason or "", error.message or str(error))]
+    if isinstance(error, exceptions.GoogleAPIError):  # retries given up, a transport failure
+        return [("", str(error))]
     errors = getattr(getattr(error, "error", None), "errors", None) or ()
     return [(str(e.code), str(e.message)) for e in errors]
 
@@ -58,6 +61,16 @@ def retryable(error: BaseException) -> bool:
         return True
     is_api = isinstance(error, exceptions.GoogleAPICallError)
     return is_api and any(code in _THROTTLED for code, _ in error_codes(error))
+
+
+@contextmanager
+def calling(what: str) -> Iterator[None]:
+    """A failed Compute call (its retries given up) raised as ``CloudProviderError`` on
+    ``what``."""
+    try:
+        yield
+    except exceptions.GoogleAPIError as error:
+        raise CloudProviderError(f"{what}: {error}") from None
 
 
 RETRY = Retry(predicate=retryable, initial=0.5, maximum=10.0, multiplier=2.0, timeout=60.0)
