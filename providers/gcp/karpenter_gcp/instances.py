@@ -204,7 +204,7 @@ def message_json(message: Any) -> dict[str, Any]:
 
 
 class Instances:
-    """The cluster's instances in the region's ``zones()``, through ``clients`` (``instances``,
+    """The cluster's instances in the region's ``zones``, through ``clients`` (``instances``,
     ``zone_operations``; ``node_pool`` and ``instance_templates`` for the node pool's template,
     read on first use and every ``TEMPLATE_REFRESH``)."""
 
@@ -212,11 +212,11 @@ class Instances:
         self,
         clients: GCPClients,
         settings: GCPSettings,
-        zones: Callable[[], Iterable[str]],
+        zones: Iterable[str],
         unavailable: UnavailableOfferings,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self._clients, self._settings, self._zones = clients, settings, zones
+        self._clients, self._settings, self._zones = clients, settings, tuple(zones)
         self._project, self._unavailable = settings.project_id, unavailable
         location, cluster = settings.cluster_location, settings.cluster_name
         self.template = RefreshedData(
@@ -277,7 +277,7 @@ class Instances:
         with calling("listing the cluster's instances"):
             machines = [
                 machine_of(self._project, message_json(item))
-                for zone in sorted(self._zones())
+                for zone in self._zones
                 for item in self._clients.instances.list(
                     request={"project": self._project, "zone": zone, "filter": label}, retry=RETRY
                 )

@@ -11,7 +11,7 @@ its NodeClaim but marks nothing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -53,7 +53,7 @@ Preemption = tuple[str, datetime | None]
 class PreemptionController:
     """Deletes the NodeClaims of preempted instances and marks their offerings unavailable.
 
-    It reads the zones ``zones()`` names; ``context`` needs ``kube_client``
+    It reads the operations of ``zones`` (the region's); ``context`` needs ``kube_client``
     (and ``events``, to publish an Event on each NodeClaim)."""
 
     name = "preemption"
@@ -63,12 +63,12 @@ class PreemptionController:
         context: ProviderContext,
         clients: GCPClients,
         project: str,
-        zones: Callable[[], Iterable[str]],
+        zones: Iterable[str],
         unavailable: UnavailableOfferings,
         interval: float = 5.0,
     ) -> None:
         self._context, self._clients, self._project = context, clients, project
-        self._zones, self._unavailable, self._interval = zones, unavailable, interval
+        self._zones, self._unavailable, self._interval = tuple(zones), unavailable, interval
         self._cluster = ClusterNodeClaims(context.kube_client)
         self._seen: set[str] = set()
 
@@ -85,7 +85,7 @@ class PreemptionController:
     def poll(self) -> int:
         """Read the zones' preemptions and act on the new ones; returns how many were new."""
         found: dict[str, Preemption] = {}
-        for zone in sorted(self._zones()):
+        for zone in self._zones:
             request = {
                 "project": self._project,
                 "zone": zone,

@@ -221,7 +221,7 @@ def test_an_instance_read_back_is_a_machine() -> None:
 
 
 def test_a_provider_id_of_another_cloud_is_not_found() -> None:
-    instances = Instances(object(), SETTINGS, lambda: ZONES, None)  # type: ignore[arg-type]
+    instances = Instances(object(), SETTINGS, ZONES, None)  # type: ignore[arg-type]
     with pytest.raises(NodeClaimNotFound, match="not a GCE providerID"):
         instances.get("aws:///us-east-1a/i-1")
 
@@ -242,7 +242,7 @@ def fake() -> Iterator[FakeGCE]:
 
 def launcher(fake: FakeGCE, unavailable: UnavailableOfferings | None = None) -> Instances:
     clients = GCPClients.create("test-project", endpoint=fake.endpoint)
-    return Instances(clients, FAKE_SETTINGS, lambda: ZONES, unavailable or UnavailableOfferings())
+    return Instances(clients, FAKE_SETTINGS, ZONES, unavailable or UnavailableOfferings())
 
 
 def offered(unavailable: UnavailableOfferings, *types: InstanceType) -> list[InstanceType]:

@@ -88,7 +88,7 @@ def test_a_preemption_deletes_the_nodeclaim_and_marks_the_offering(kube: FakeKub
     unavailable = UnavailableOfferings(clock=lambda: NOW)
     context = ProviderContext(kube_client=kube.api_client(), clock=lambda: NOW)
     controller = PreemptionController(
-        context, operations, "p", lambda: [ZONE, "us-central1-b"], unavailable
+        context, operations, "p", [ZONE, "us-central1-b"], unavailable
     )
     operations.items.append(operation("stale", "karpenter-default-b", NOW - timedelta(hours=1)))
     assert controller.poll() == 1
@@ -111,9 +111,7 @@ def test_a_preempted_instance_of_the_fake_deletes_its_nodeclaim(kube: FakeKube) 
         clients = GCPClients.create("test-project", endpoint=fake.endpoint)
         unavailable = UnavailableOfferings()
         context = ProviderContext(kube_client=kube.api_client())
-        controller = PreemptionController(
-            context, clients, "test-project", lambda: [ZONE], unavailable
-        )
+        controller = PreemptionController(context, clients, "test-project", [ZONE], unavailable)
         assert controller.poll() == 0
         body = {
             "name": "karpenter-default-a",
