@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from google.api_core.exceptions import NotFound
+
 from karpenter_core.apis.labels import ARCH, ARCH_AMD64, ARCH_ARM64
 from karpenter_gcp.nodeclass import (
     COS,
@@ -64,13 +66,17 @@ def fetch_images(images_client: Any, project: str, prefix: str) -> list[ListedIm
 
 
 def fetch_image(images_client: Any, source_image: str) -> ListedImage:
-    """The image ``projects/<p>/global/images/<name>`` (Compute images.get)."""
+    """The image ``projects/<p>/global/images/<name>`` (Compute images.get); a missing one is
+    an ``ImageResolutionError``."""
     match = re.fullmatch(r"projects/([^/]+)/global/images/([^/]+)", source_image)
     if match is None:
         raise ImageResolutionError(
             f"image id {source_image!r} is not projects/<p>/global/images/<name>"
         )
-    return _listed(images_client.get(project=match[1], image=match[2]))
+    try:
+        return _listed(images_client.get(project=match[1], image=match[2]))
+    except NotFound as error:
+        raise ImageResolutionError(f"image {source_image} not found") from error
 
 
 def _requirements(arch: str, gpu: str | None) -> list[NodeSelectorRequirement]:
@@ -98,7 +104,7 @@ def choose_cos(version: str, listed: Sequence[ListedImage]) -> list[Image]:
     base = max(usable, key=lambda image: image.created).name
     if version != "latest":
         base = re.sub(r"cos-\d+-[\d-]+-c-pre", f"cos-{version.replace('.', '-')}-c-pre", base)
-    names = {image.name for image in listed if not image.retired}
+    names = {image.name for image in listed}  # a pinned build may be deprecated, not gone
     twins = [
         (base, _requirements(ARCH_AMD64, "DoesNotExist")),
         (
