@@ -27,21 +27,14 @@ from karpenter_gcp.nodeclass import (
     CONDITION_IMAGES_READY,
     CONDITION_SUBNETWORK_READY,
     CONDITION_TYPES,
-    GROUP,
-    HASH_ANNOTATION,
     HASH_VERSION,
-    HASH_VERSION_ANNOTATION,
-    KIND,
-    PLURAL,
-    VERSION,
+    NODE_CLASS,
     GCENodeClass,
     GCENodeClassStatus,
     Image,
     nodeclass_hash,
 )
 
-TERMINATION_FINALIZER = f"{GROUP}/termination"
-"""Finalizer held on a GCENodeClass until no NodeClaim uses it."""
 DEFAULT_RESYNC = timedelta(minutes=5)
 """How often an unchanged GCENodeClass is resolved again (the community provider's image cache)."""
 _SUBNETWORK = re.compile(r"^(?:.*/)?projects/([^/]+)/regions/([^/]+)/subnetworks/([^/]+)$")
@@ -118,18 +111,11 @@ class StatusResolver:
         return path, Verdict.true(CONDITION_SUBNETWORK_READY)
 
 
-class NodeClassController(NodeClassStatusController[GCENodeClass]):
+class NodeClassController(
+    NodeClassStatusController[GCENodeClass], info=NODE_CLASS, hash_version=HASH_VERSION
+):
     """Keeps every GCENodeClass's status resolved against the apiserver and Compute Engine."""
 
-    model = GCENodeClass
-    group = GROUP
-    version = VERSION
-    kind = KIND
-    plural = PLURAL
-    finalizer = TERMINATION_FINALIZER
-    hash_annotation = HASH_ANNOTATION
-    hash_version_annotation = HASH_VERSION_ANNOTATION
-    hash_version = HASH_VERSION
     restamp_nodeclaims = True
 
     def __init__(

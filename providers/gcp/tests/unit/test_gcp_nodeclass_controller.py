@@ -15,7 +15,6 @@ from karpenter_core.sdk.record import ProviderContext
 from karpenter_gcp.clients import GCPClients
 from karpenter_gcp.nodeclass import HASH_ANNOTATION, GCENodeClass, nodeclass_hash
 from karpenter_gcp.nodeclass_controller import (
-    TERMINATION_FINALIZER,
     NodeClassController,
     StatusResolver,
     subnetwork_path,
@@ -162,7 +161,7 @@ def test_a_sync_writes_status_hash_and_finalizer(
         stored = GCENodeClass.from_manifest(kube.object(f"{collection}/default") or {})
     finally:
         kube.stop()
-    assert stored.metadata.finalizers == [TERMINATION_FINALIZER]
+    assert stored.metadata.finalizers == ["karpenter.k8s.gcp/termination"]
     assert stored.metadata.annotations[HASH_ANNOTATION] == nodeclass_hash(stored.spec)
     assert stored.not_ready_reason() is None
     assert [image.source_image for image in stored.status.images] == [
