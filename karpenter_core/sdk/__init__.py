@@ -24,7 +24,11 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
 - ``kubelet``: kubelet flags of a NodeClass's set values, and taints as the kubelet takes them.
 - ``reserved``: node overhead: reservations charged by tiers of a node's size, and the
   kubelet's reservations and eviction thresholds as a NodeClass writes them.
-- ``status``: the NodeClass status controller a provider subclasses.
+- ``kubeletconfig``: upstream Karpenter's kubelet settings model of a NodeClass, with its rules.
+- ``rules``: a validation rule written once for the model (Python) and the CRD (CEL).
+- ``nodeimages``: the node label requirements of a node image in a NodeClass status.
+- ``status``: the NodeClass status controller a provider subclasses, and the steps every
+  ``resolve`` shares (a condition kept across a failed cloud call, the apiserver's gitVersion).
 - ``crds``: NodeClass CRD generation and rendering, and the writer of a provider's shipped CRD
   files (``python -m karpenter_core.sdk.crds <provider>``).
 - ``offerings``: the cache of offerings a cloud recently refused, with their TTLs.

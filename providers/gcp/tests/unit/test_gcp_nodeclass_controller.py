@@ -15,9 +15,8 @@ from karpenter_core.sdk.record import ProviderContext
 from karpenter_gcp.clients import GCPClients
 from karpenter_gcp.nodeclass import HASH_ANNOTATION, GCENodeClass, nodeclass_hash
 from karpenter_gcp.nodeclass_controller import (
-    TERMINATION_FINALIZER,
     NodeClassController,
-    resolve_status,
+    StatusResolver,
     subnetwork_path,
 )
 from karpenter_gcp.testing import FakeGCE
@@ -51,15 +50,11 @@ def node_class(status: dict[str, Any] | None = None, **spec: Any) -> GCENodeClas
 
 
 def resolve(clients: GCPClients, nc: GCENodeClass) -> tuple[dict[str, Any], bool]:
-    return resolve_status(
-        nc,
-        images_client=clients.images,
-        subnetworks_client=clients.subnetworks,
-        project=PROJECT,
-        region=REGION,
-        kubernetes_version=VERSION,
-        now=NOW,
-    )
+    return resolver(clients)(nc, VERSION, NOW)
+
+
+def resolver(clients: GCPClients) -> StatusResolver:
+    return StatusResolver(clients.images, clients.subnetworks, PROJECT, REGION)
 
 
 def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
@@ -149,10 +144,7 @@ def test_a_sync_writes_status_hash_and_finalizer(
     try:
         controller = NodeClassController(
             ProviderContext(kube_client=kube.api_client(), clock=lambda: NOW),
-            images_client=clients.images,
-            subnetworks_client=clients.subnetworks,
-            project=PROJECT,
-            region=REGION,
+            resolver(clients),
         )
         monkeypatch.setattr(controller._cluster, "version_info", lambda: {"gitVersion": VERSION})
         collection = "/apis/karpenter.k8s.gcp/v1alpha1/gcenodeclasses"
@@ -169,10 +161,26 @@ def test_a_sync_writes_status_hash_and_finalizer(
         stored = GCENodeClass.from_manifest(kube.object(f"{collection}/default") or {})
     finally:
         kube.stop()
-    assert stored.metadata.finalizers == [TERMINATION_FINALIZER]
+    assert stored.metadata.finalizers == ["karpenter.k8s.gcp/termination"]
     assert stored.metadata.annotations[HASH_ANNOTATION] == nodeclass_hash(stored.spec)
     assert stored.not_ready_reason() is None
     assert [image.source_image for image in stored.status.images] == [
         f"{UBUNTU}-amd64-v20260416",
         f"{UBUNTU}-arm64-v20260416",
     ]
+
+
+def test_a_pinned_cos_build_may_be_deprecated_and_a_missing_id_is_not_found(
+    clients: GCPClients,
+) -> None:
+    old = [{"alias": "ContainerOptimizedOS@121.18867.90.4"}]
+    pinned, _ = resolve(clients, node_class(imageSelectorTerms=old))
+    assert [image["sourceImage"] for image in pinned["images"]] == [
+        f"{COS}-121-18867-90-4-c-pre",
+        f"{COS}-arm64-121-18867-90-4-c-pre",
+        f"{COS}-121-18867-90-4-c-nvda",
+    ]
+    gone = [{"id": "projects/gke-node-images/global/images/gone"}]
+    missing, failed = resolve(clients, node_class(imageSelectorTerms=gone))
+    assert not failed
+    assert conditions(missing)["ImagesReady"] == ("False", "ImagesNotFound")
