@@ -16,6 +16,7 @@ from datetime import timedelta
 from google.api_core import exceptions
 from google.api_core.retry import Retry
 
+from karpenter_core.apis import labels as wk
 from karpenter_core.sdk.offerings import UNAVAILABLE_OFFERINGS_TTL, UnavailableOfferings
 from karpenter_core.sdk.types import (
     CloudProviderError,
@@ -28,10 +29,13 @@ from karpenter_core.sdk.types import (
 __all__ = ["QUOTA_TTL", "RETRY", "calling", "error_codes", "launch_error", "retryable"]
 
 STOCKOUTS = frozenset(
-    {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "STOCKOUT"}
-    | {"RESOURCE_POOL_EXHAUSTED", "IP_SPACE_EXHAUSTED", "IP_SPACE_EXHAUSTED_WITH_DETAILS"}
+    {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"}
+    | {"RESOURCE_POOL_EXHAUSTED", "STOCKOUT"}
 )
-"""A zone has no capacity for the type (or the subnetwork no addresses left)."""
+"""A zone has no capacity for the type."""
+IP_SPACE = frozenset({"IP_SPACE_EXHAUSTED", "IP_SPACE_EXHAUSTED_WITH_DETAILS"})
+IP_SPACE_TTL = timedelta(seconds=30)
+"""The (regional) node subnetwork has no address left: nothing launches for a while."""
 QUOTAS = frozenset({"QUOTA_EXCEEDED", "quotaExceeded"})
 QUOTA_TTL = timedelta(minutes=10)
 """A regional quota is used up for the type's family (or for spot); it may free up later."""
@@ -86,16 +90,20 @@ def launch_error(
 ) -> CloudProviderError:
     """What launching instance ``name`` as ``offering`` raises after failing with ``codes``:
     ``InsufficientCapacity`` when they say there is no capacity or quota, after marking the
-    offering (a stockout), the type in every zone (a regional quota) or every spot offering (the
-    spot vCPU quota); else ``CreateError``."""
+    offering (a stockout), every offering (no address left), the type in every zone (a regional
+    quota) or every spot offering (the spot vCPU quota); else ``CreateError``."""
     capacity_type, zone, type_name = offering.capacity_type, offering.zone, instance_type.name
     for code, message in codes:
         if code in STOCKOUTS:
             unavailable.mark(capacity_type, type_name, zone, code, UNAVAILABLE_OFFERINGS_TTL)
             return InsufficientCapacity(f"{type_name} in {zone}: {code}: {message}")
+        if code in IP_SPACE:
+            for each in (wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_SPOT):
+                unavailable.mark_capacity_type(each, code, IP_SPACE_TTL)
+            return InsufficientCapacity(f"the node subnetwork has no address left: {message}")
         if code not in QUOTAS:
             continue
-        if capacity_type == "spot" and re.search(r"PREEMPTIBLE_\w*CPUS", message):
+        if capacity_type == wk.CAPACITY_TYPE_SPOT and re.search(r"PREEMPTIBLE_\w*CPUS", message):
             unavailable.mark_capacity_type(capacity_type, code, QUOTA_TTL)
         else:
             zones = {o.zone for o in instance_type.offerings if o.capacity_type == capacity_type}

@@ -53,6 +53,13 @@ def test_a_stockout_marks_only_that_offering() -> None:
     assert cache.snapshot() == {"n2-standard-4": frozenset({("spot", ZONES[0])})}
 
 
+def test_a_subnetwork_without_addresses_keeps_every_offering_out_for_a_while() -> None:
+    cache = UnavailableOfferings()
+    error = fail(cache, "IP_SPACE_EXHAUSTED_WITH_DETAILS", "no address in default", "spot")
+    assert isinstance(error, InsufficientCapacity)
+    assert cache.snapshot().capacity_types == {"spot", "on-demand"}
+
+
 def test_a_quota_marks_the_type_in_every_zone_or_all_spot() -> None:
     cache = UnavailableOfferings()
     quota = "Quota 'N2_CPUS' exceeded. Limit: 24.0 in region us-central1."
