@@ -102,7 +102,11 @@ def instance_body(
     taints = [taint_text(t) for t in (*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints)]
     labels = node_labels(nodeclaim.metadata.labels, instance_type.name, offering)
     image = _image(node_class, instance_type)
-    metadata = node_metadata(template, labels, taints, max_pods, zone, spec.metadata)
+    kubelet = spec.kubelet_configuration
+    settings_of = (
+        kubelet.model_dump(by_alias=True, exclude_none=True, mode="json") if kubelet else {}
+    )
+    metadata = node_metadata(template, labels, taints, max_pods, zone, spec.metadata, settings_of)
     metadata[IMAGE_METADATA] = image
     accounts = [dict(a) for a in template.service_accounts]
     if spec.service_account or settings.service_account:

@@ -167,10 +167,10 @@ def test_the_instance_carries_the_clusters_labels_and_karpenters() -> None:
 
 
 def test_the_bootstrap_metadata_names_the_node() -> None:
-    items = {
-        i["key"]: i["value"] for i in body("spot", metadata={"team": "a"})["metadata"]["items"]
-    }
+    made = body("spot", metadata={"team": "a"}, kubeletConfiguration={"podsPerCore": 8})
+    items = {i["key"]: i["value"] for i in made["metadata"]["items"]}
     assert items["karpenter-source-image"] == IMAGE and items["team"] == "a"
+    assert items["kubelet-config"] == "podsPerCore: 8\nmaxPods: 110\n"
     assert items["cluster-name"] == "demo"
     labels = dict(pair.split("=") for pair in items["kube-labels"].split(","))
     assert labels[wk.NODEPOOL] == "default" and labels[wk.CAPACITY_TYPE] == "spot"
