@@ -16,8 +16,8 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
   ``NodeClassBinding`` (a kind read through the context's view: lookup, readiness, launchable).
 - ``fields``: validators of NodeClass model fields (``checked``).
 - ``machines``: cloud machines as the NodeClaims ``create``, ``get`` and ``list`` return.
-- ``launch``: the offering a launch takes (the cheapest a NodeClaim allows) and the labels a
-  kubelet may register its node with.
+- ``launch``: the offering a launch takes (the cheapest a NodeClaim allows), and the labels and
+  the registration taint a kubelet registers its node with.
 - ``nodeclaims``: the NodeClaim calls of a provider's own controllers (list, delete, a Node's
   uid).
 - ``clients``: a provider's cloud clients by name, handed in or built once on first use.

@@ -30,7 +30,7 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.sdk.catalog import RefreshedData
 from karpenter_core.sdk.kubelet import taint_text
-from karpenter_core.sdk.launch import cheapest_offering
+from karpenter_core.sdk.launch import cheapest_offering, with_registration_taint
 from karpenter_core.sdk.machines import Machine
 from karpenter_core.sdk.offerings import UnavailableOfferings
 from karpenter_core.sdk.types import (
@@ -99,7 +99,8 @@ def instance_body(
     spot = offering.capacity_type == wk.CAPACITY_TYPE_SPOT
     gpus = instance_type.requirements.labels().get(LABEL_GPU_COUNT, "0")
     max_pods = instance_type.capacity.get("pods", 110_000) // 1000
-    taints = [taint_text(t) for t in (*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints)]
+    claimed = (*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints)
+    taints = [taint_text(t) for t in with_registration_taint(claimed)]
     labels = node_labels(nodeclaim.metadata.labels, instance_type.name, offering)
     image = _image(node_class, instance_type)
     kubelet = spec.kubelet_configuration

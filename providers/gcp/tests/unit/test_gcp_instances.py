@@ -176,7 +176,8 @@ def test_the_bootstrap_metadata_names_the_node() -> None:
     assert labels[wk.NODEPOOL] == "default" and labels[wk.CAPACITY_TYPE] == "spot"
     assert labels["cloud.google.com/gke-spot"] == "true"
     assert labels[wk.TOPOLOGY_ZONE] == "us-central1-a"
-    assert "--register-with-taints=dedicated=gpu:NoSchedule" in items["kube-env"]
+    taints = "--register-with-taints=dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute"
+    assert taints in items["kube-env"]
     assert "ZONE: us-central1-a" in items["kube-env"]
 
 
