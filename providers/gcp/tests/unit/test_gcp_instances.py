@@ -304,10 +304,13 @@ def test_a_stockout_marks_the_offering_and_the_next_create_moves_zone(fake: Fake
 
 
 @pytest.mark.slow
-def test_a_quota_error_moves_the_next_create_to_another_type(fake: FakeGCE) -> None:
+@pytest.mark.parametrize("immediate", [False, True], ids=["in-operation", "insert-403"])
+def test_a_quota_error_moves_the_next_create_to_another_type(
+    fake: FakeGCE, immediate: bool
+) -> None:
     unavailable = UnavailableOfferings()
     instances = launcher(fake, unavailable)
-    fake.faults.quota("e2-standard-4", metric="E2_CPUS")
+    fake.faults.quota("e2-standard-4", metric="E2_CPUS", immediate=immediate)
     types = (instance_type(), instance_type("e2-standard-8", price=0.4))
     with pytest.raises(InsufficientCapacity, match="quota"):
         instances.create(nodeclaim(), node_class(), offered(unavailable, *types))
