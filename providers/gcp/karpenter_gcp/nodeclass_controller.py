@@ -111,6 +111,22 @@ class StatusResolver:
         return path, Verdict.true(CONDITION_SUBNETWORK_READY)
 
 
+def resolve_status(
+    node_class: GCENodeClass,
+    *,
+    images_client: Any,
+    subnetworks_client: Any,
+    project: str,
+    region: str,
+    kubernetes_version: str,
+    now: datetime,
+) -> tuple[dict[str, Any], bool]:
+    """One ``StatusResolver`` call: the status ``node_class`` should have and whether a Compute
+    call failed."""
+    resolver = StatusResolver(images_client, subnetworks_client, project, region)
+    return resolver(node_class, kubernetes_version, now)
+
+
 class NodeClassController(
     NodeClassStatusController[GCENodeClass], info=NODE_CLASS, hash_version=HASH_VERSION
 ):

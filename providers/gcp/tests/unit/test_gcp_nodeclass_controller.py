@@ -17,6 +17,7 @@ from karpenter_gcp.nodeclass import HASH_ANNOTATION, GCENodeClass, nodeclass_has
 from karpenter_gcp.nodeclass_controller import (
     NodeClassController,
     StatusResolver,
+    resolve_status,
     subnetwork_path,
 )
 from karpenter_gcp.testing import FakeGCE
@@ -128,6 +129,20 @@ def test_a_failed_image_listing_keeps_the_images_and_their_condition(
     assert kept["images"] == ready["images"]
     assert conditions(kept)["ImagesReady"] == ("True", "ImagesReady")
     assert conditions(unknown)["ImagesReady"] == ("Unknown", "ImagesResolutionFailed")
+
+
+def test_one_call_resolves_as_the_resolver_does(clients: GCPClients) -> None:
+    nc = node_class()
+    once = resolve_status(
+        nc,
+        images_client=clients.images,
+        subnetworks_client=clients.subnetworks,
+        project=PROJECT,
+        region=REGION,
+        kubernetes_version=VERSION,
+        now=NOW,
+    )
+    assert once == resolve(clients, nc)
 
 
 def test_subnetwork_paths() -> None:
