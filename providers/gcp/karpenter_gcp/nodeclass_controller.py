@@ -142,11 +142,11 @@ class NodeClassController(
 
     @classmethod
     def for_provider(cls, context: ProviderContext, provider: Any) -> NodeClassController:
-        """The controller of a GCP cloud provider: ``provider.settings`` (``project``,
-        ``region``) and ``provider.clients`` (``images``, ``subnetworks``)."""
-        settings, clients = provider.settings, provider.clients
+        """The controller of a GCP cloud provider: its ``clients`` (``GCPClients``: ``project``,
+        ``images``, ``subnetworks``) and ``settings.region``."""
+        clients = provider.clients
         resolver = StatusResolver(
-            clients.images, clients.subnetworks, settings.project, settings.region
+            clients.images, clients.subnetworks, clients.project, provider.settings.region
         )
         return cls(context, resolver)
 

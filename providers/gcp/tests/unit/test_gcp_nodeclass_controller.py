@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -143,6 +144,17 @@ def test_one_call_resolves_as_the_resolver_does(clients: GCPClients) -> None:
         now=NOW,
     )
     assert once == resolve(clients, nc)
+
+
+def test_the_providers_controller_resolves_with_its_clients(clients: GCPClients) -> None:
+    kube = FakeKube()
+    try:
+        provider = SimpleNamespace(clients=clients, settings=SimpleNamespace(region=REGION))
+        context = ProviderContext(kube_client=kube.api_client(), clock=lambda: NOW)
+        made = NodeClassController.for_provider(context, provider)
+    finally:
+        kube.stop()
+    assert made.resolve(node_class(), VERSION, NOW) == resolve(clients, node_class())
 
 
 def test_subnetwork_paths() -> None:
