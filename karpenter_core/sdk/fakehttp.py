@@ -1,6 +1,6 @@
 """The HTTP plumbing of a fake cloud API: a request handler that answers JSON from a function,
-a thread-safe log of the requests it served, and counted faults that answer the next requests
-with an error.
+a thread-safe log of the requests it served (with the check that clients honour Retry-After),
+and counted faults that answer the next requests with an error.
 
 Test support, like ``sdk.testing``: only fakes and tests import it (an import-linter contract
 keeps runtime modules from it). Standard library only.
@@ -20,11 +20,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = [
+    "RETRY_AFTER_TOLERANCE",
     "Answer",
     "CountedFault",
     "RequestLog",
     "RequestRecord",
     "Responder",
+    "Violation",
     "json_handler",
 ]
 
@@ -32,6 +34,9 @@ logger = logging.getLogger(__name__)
 
 Answer = tuple[int, Any, Mapping[str, str]]
 """An answer: HTTP status, JSON body (None for none) and extra headers."""
+RETRY_AFTER_TOLERANCE = 0.02
+"""Seconds a follow-up may come before its Retry-After ran out and still count as honouring it
+(the two timestamps are taken on different threads)."""
 Responder = Callable[
     [str, str, str, Mapping[str, str], bytes], tuple[Answer, "RequestRecord | None"]
 ]
@@ -41,7 +46,10 @@ Responder = Callable[
 @dataclass(slots=True)
 class RequestRecord:
     """One request: when it arrived (``time.monotonic()``), what it asked, what it got.
-    ``follow_up`` is the fake's name for what a ``Retry-After`` in the answer applies to."""
+
+    ``follow_up`` names what the answer's ``retry_after`` applies to: ``op:<id>`` for an
+    asynchronous operation (its start and its status polls), ``req:<METHOD> <path>`` for a
+    throttled or failed request (its retry is the same method on the same path)."""
 
     method: str
     path: str
@@ -82,6 +90,34 @@ class RequestLog:
         with self._lock:
             return len(self._records)
 
+    def retry_after_violations(self, tolerance: float = RETRY_AFTER_TOLERANCE) -> list[Violation]:
+        """Requests that followed an answer carrying Retry-After sooner than it asked."""
+        violations = []
+        last: dict[str, RequestRecord] = {}
+        for record in sorted(self.records(), key=lambda r: r.arrived):
+            keys = {f"req:{record.method} {record.path}"}
+            if record.follow_up.startswith("op:"):
+                keys.add(record.follow_up)
+            for key in keys:
+                previous = last.get(key)
+                if previous is None or previous.retry_after is None or not previous.answered:
+                    continue
+                due = previous.answered + previous.retry_after
+                if record.arrived + tolerance < due:
+                    violations.append(Violation(record, previous, due - record.arrived))
+            if record.follow_up:
+                last[record.follow_up] = record
+        return violations
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A request that came before the Retry-After of the answer it follows ran out."""
+
+    request: RequestRecord
+    previous: RequestRecord
+    early_by: float
+
 
 @dataclass(slots=True)
 class CountedFault:
@@ -110,15 +146,17 @@ class CountedFault:
 
 def json_handler(
     respond: Responder,
-    failure: Callable[[str], Any],
+    failure: Callable[[Exception], Any],
     *,
     base: type[BaseHTTPRequestHandler] = BaseHTTPRequestHandler,
     name: str = "fake server",
+    headers: Callable[[], Mapping[str, str]] = dict,
 ) -> type[BaseHTTPRequestHandler]:
     """A request handler class (HTTP/1.1, keep-alive) that answers every method with
-    ``respond``'s JSON and fills in the record's answer; a bug in ``respond`` answers 500 with
-    ``failure(message)`` as the body and is logged. ``base``: ``sdk.testing.TLSRequestHandler``
-    for HTTPS."""
+    ``respond``'s JSON (and ``headers()`` on every answer) and fills in the record's answer; a
+    bug in ``respond`` is logged and answers 500 with ``failure(error)`` as the body.
+    ``base``: ``sdk.testing.TLSRequestHandler`` for HTTPS."""
+    every = headers
 
     class Handler(base):  # type: ignore[valid-type,misc]
         protocol_version = "HTTP/1.1"
@@ -149,13 +187,13 @@ def json_handler(
                 )
             except Exception as error:  # a bug in the fake: answer, and say where
                 logger.exception("%s failed on %s %s", name, method, self.path)
-                (status, body, headers), record = (500, failure(f"{name}: {error!r}"), {}), None
+                (status, body, headers), record = (500, failure(error), {}), None
             data = b"" if body is None else json.dumps(body).encode()
             self.send_response(status)
             if data:
                 self.send_header("Content-Type", "application/json; charset=UTF-8")
             self.send_header("Content-Length", str(len(data)))
-            for key, value in headers.items():
+            for key, value in {**every(), **headers}.items():
                 self.send_header(key, value)
             self.end_headers()
             if record is not None:

@@ -30,6 +30,11 @@ def _id(name: str) -> str:
     return str(1_000_000_000_000 + zlib.crc32(name.encode()))
 
 
+def _failure(error: Exception) -> dict[str, Any]:
+    """The answer to a request the fake failed on (a bug in it)."""
+    return google_error(500, "backendError", f"The fake GCE server failed: {error!r}")
+
+
 def _seed(module: str, fallback: Callable[..., Any], *args: Any) -> Any:
     """The packaged catalog's seed (``karpenter_gcp.testing.<module>``) when it is there."""
     try:
@@ -59,9 +64,7 @@ class FakeGCE:
         """Every request served: method, path, query, status."""
         self._server = LoopbackServer(
             ("127.0.0.1", port),
-            json_handler(
-                self.answer, lambda m: google_error(500, "backendError", m), name="fake GCE"
-            ),
+            json_handler(self.answer, _failure, name="fake GCE"),
         )
         types = (
             machine_types
@@ -125,6 +128,12 @@ class FakeGCE:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+    def reset(self) -> None:
+        """Drop instances, disks, operations, faults and the request log (the seed stays)."""
+        self.state.clear()
+        self.faults.clear()
+        self.requests.clear()
 
     def preempt(self, instance_name: str) -> dict[str, Any]:
         """Preempt an instance: emits a ``compute.instances.preempted`` zone operation (returned)

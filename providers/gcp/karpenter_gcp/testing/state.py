@@ -73,6 +73,12 @@ class GCEState:
         self._requests: dict[str, str] = {}
         self._ids = itertools.count(7_000_000_000_000_000_001)
 
+    def clear(self) -> None:
+        """Drop instances, disks and operations."""
+        with self.lock:
+            for store in (self.instances, self.disks, self.operations, self._requests):
+                store.clear()
+
     def url(self, path: str) -> str:
         """The selfLink of ``projects/<project>/<path>``."""
         return f"{self.base}/compute/v1/projects/{self.project}/{path}"
@@ -208,7 +214,8 @@ class GCEState:
                 self.operation_delay,
                 lambda: self.instances.get(key, {}).update(status="RUNNING"),
             )
-        self._requests[request_id or op.body["name"]] = op.body["name"]
+        if request_id:
+            self._requests[request_id] = op.body["name"]
         return dict(op.body)
 
     def _check_labels(self, labels: dict[str, Any]) -> None:
