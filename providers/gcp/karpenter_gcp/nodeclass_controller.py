@@ -111,6 +111,22 @@ class StatusResolver:
         return path, Verdict.true(CONDITION_SUBNETWORK_READY)
 
 
+def resolve_status(
+    node_class: GCENodeClass,
+    *,
+    images_client: Any,
+    subnetworks_client: Any,
+    project: str,
+    region: str,
+    kubernetes_version: str,
+    now: datetime,
+) -> tuple[dict[str, Any], bool]:
+    """One ``StatusResolver`` call: the status ``node_class`` should have and whether a Compute
+    call failed."""
+    resolver = StatusResolver(images_client, subnetworks_client, project, region)
+    return resolver(node_class, kubernetes_version, now)
+
+
 class NodeClassController(
     NodeClassStatusController[GCENodeClass], info=NODE_CLASS, hash_version=HASH_VERSION
 ):
@@ -126,11 +142,11 @@ class NodeClassController(
 
     @classmethod
     def for_provider(cls, context: ProviderContext, provider: Any) -> NodeClassController:
-        """The controller of a GCP cloud provider: ``provider.settings`` (``project``,
-        ``region``) and ``provider.clients`` (``images``, ``subnetworks``)."""
-        settings, clients = provider.settings, provider.clients
+        """The controller of a GCP cloud provider: its ``clients`` (``GCPClients``: ``project``,
+        ``images``, ``subnetworks``) and ``settings.region``."""
+        clients = provider.clients
         resolver = StatusResolver(
-            clients.images, clients.subnetworks, settings.project, settings.region
+            clients.images, clients.subnetworks, clients.project, provider.settings.region
         )
         return cls(context, resolver)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from karpenter_gcp.nodeclass import HASH_ANNOTATION, GCENodeClass, nodeclass_has
 from karpenter_gcp.nodeclass_controller import (
     NodeClassController,
     StatusResolver,
+    resolve_status,
     subnetwork_path,
 )
 from karpenter_gcp.testing import FakeGCE
@@ -128,6 +130,31 @@ def test_a_failed_image_listing_keeps_the_images_and_their_condition(
     assert kept["images"] == ready["images"]
     assert conditions(kept)["ImagesReady"] == ("True", "ImagesReady")
     assert conditions(unknown)["ImagesReady"] == ("Unknown", "ImagesResolutionFailed")
+
+
+def test_one_call_resolves_as_the_resolver_does(clients: GCPClients) -> None:
+    nc = node_class()
+    once = resolve_status(
+        nc,
+        images_client=clients.images,
+        subnetworks_client=clients.subnetworks,
+        project=PROJECT,
+        region=REGION,
+        kubernetes_version=VERSION,
+        now=NOW,
+    )
+    assert once == resolve(clients, nc)
+
+
+def test_the_providers_controller_resolves_with_its_clients(clients: GCPClients) -> None:
+    kube = FakeKube()
+    try:
+        provider = SimpleNamespace(clients=clients, settings=SimpleNamespace(region=REGION))
+        context = ProviderContext(kube_client=kube.api_client(), clock=lambda: NOW)
+        made = NodeClassController.for_provider(context, provider)
+    finally:
+        kube.stop()
+    assert made.resolve(node_class(), VERSION, NOW) == resolve(clients, node_class())
 
 
 def test_subnetwork_paths() -> None:
