@@ -6,12 +6,17 @@ started from it. Instance inserts and deletes take a second (their zone operatio
 long). ``insufficient_capacity`` makes inserts of the offering end in a
 ``ZONE_RESOURCE_POOL_EXHAUSTED`` operation error, as GCE reports a stockout; ``cloud_errors``
 answers chosen calls 429 rateLimitExceeded. The NodeClass is a GCENodeClass with the status its
-controller writes against the fake (GKE's COS node images of the fake's cluster version).
+controller writes against the fake (GKE's COS node images of the cluster's version).
+
+The fake publishes node images for a few GKE versions; beside a real Kubernetes API (the cluster
+level: ``KUBECONFIG`` names it when the profile starts) it also publishes them for that API's
+version, so the controller's GCENodeClass controller resolves images there as on GKE.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -40,7 +45,7 @@ OPERATION_DELAY = 1.0
 """Seconds an instance insert or delete runs in the profile's fake."""
 NODE_CLASS = "default"
 KUBERNETES_VERSION = f"v{fixtures.GKE_VERSIONS[1]}"
-"""The cluster version the profile's GCENodeClass status is resolved for (node images exist)."""
+"""The cluster version the GCENodeClass status is resolved for without a Kubernetes API."""
 UNMANAGED_TYPE = "n2-standard-2"
 _THROTTLED = {
     "instances.insert": r"/instances$",
@@ -59,12 +64,17 @@ class GCPProfile:
 
     def __init__(self) -> None:
         self._fake: FakeGCE | None = None
+        self._version = KUBERNETES_VERSION
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Serve the fake on a free port."""
+        """Serve the fake on a free port, with node images of the Kubernetes API beside it."""
         self._fake = FakeGCE(PROJECT, REGION, operation_delay=OPERATION_DELAY).start()
+        version = _cluster_version()
+        if version:
+            _publish_node_images(self._fake, version)
+            self._version = version
 
     def reset(self) -> None:
         """Drop every instance, operation and fault."""
@@ -170,7 +180,7 @@ class GCPProfile:
             subnetworks_client=clients.subnetworks,
             project=PROJECT,
             region=REGION,
-            kubernetes_version=KUBERNETES_VERSION,
+            kubernetes_version=self._version,
             now=datetime.now(UTC),
         )
         if not ready:
@@ -193,3 +203,38 @@ class GCPProfile:
 def _label(text: str) -> str:
     """``text`` as a GCE label key or value: lower case, ``[a-z0-9_-]``."""
     return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
+
+
+def _cluster_version() -> str:
+    """The version of the Kubernetes API ``KUBECONFIG`` names (``v1.36.3``); "" without one."""
+    if not os.environ.get("KUBECONFIG"):
+        return ""
+    try:
+        from kubernetes import client, config
+
+        api = config.new_client_from_config(config_file=os.environ["KUBECONFIG"])
+        with api:
+            info = client.VersionApi(api).get_code(_request_timeout=5)
+    except Exception:  # no reachable API: the fixture's versions serve
+        return ""
+    return str(info.git_version)
+
+
+def _publish_node_images(fake: FakeGCE, version: str) -> None:
+    """Copies of the fake's newest GKE version's node images, named for ``version``."""
+    newest = fixtures.GKE_VERSIONS[-1].split("-gke.")[0]
+    match = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
+    if match is None:
+        return
+    major, minor, patch = match.groups()
+    renames = (
+        (f"gke-{newest.replace('.', '')}-", f"gke-{major}{minor}{patch}-"),
+        (f"-{'-'.join(newest.split('.')[:2])}-", f"-{major}-{minor}-"),
+    )
+    for images in fake.images.values():
+        for image in [i for i in images if newest.replace(".", "-") in str(i.get("labels"))]:
+            name = image["name"]
+            for old, new in renames:
+                name = name.replace(old, new, 1)
+            labels = {"kubernetes-version": f"{major}-{minor}-{patch}"}
+            images.append({**image, "name": name, "labels": labels})
