@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from karpenter_core.sdk.record import ProviderOption, option_env, option_flag
-from karpenter_core.sdk.settings import OptionError, OptionReader, boolean, matching, url
+from karpenter_core.sdk.settings import OptionError, OptionReader, boolean, fraction, matching, url
 
 __all__ = ["FALLBACK_REGION", "OPTIONS", "PROVIDER", "GCPSettings", "SettingsError"]
 
@@ -67,6 +67,12 @@ OPTIONS = (
         simulate=False,
     ),
     ProviderOption(
+        "vm-memory-overhead-percent",
+        "Fraction of a VM's memory the hypervisor and guest kernel keep",
+        default="0.07",
+        env="VM_MEMORY_OVERHEAD_PERCENT",
+    ),
+    ProviderOption(
         "api-endpoint",
         "Endpoint of the Compute, GKE and Cloud Billing APIs (testing against the fake GCE "
         "server; default: Google's); anonymous credentials when set",
@@ -102,6 +108,7 @@ class GCPSettings:
     node_pool: str = "default-pool"
     service_account: str = ""
     interruption: bool = True
+    vm_memory_overhead_percent: float = 0.07
     api_endpoint: str = ""
 
     @classmethod
@@ -123,8 +130,14 @@ class GCPSettings:
                 "service-account", matching(_SERVICE_ACCOUNT, "a service account e-mail")
             ),
             interruption=get("interruption", boolean),
+            vm_memory_overhead_percent=get("vm-memory-overhead-percent", fraction),
             api_endpoint=get("api-endpoint", url("http", "https", example="http://127.0.0.1:8080")),
         )
+
+    @property
+    def project(self) -> str:
+        """The project ID (the name the GCENodeClass controller reads)."""
+        return self.project_id
 
     def launch_problems(self) -> list[str]:
         """The settings a launch needs that are missing, as ``--flag (ENV or FORMER)``."""
