@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
-from types import FrameType
 
+from karpenter_core.sdk.fakehttp import serve_until_signalled
 from karpenter_gcp.testing.server import FakeGCE
 
 
@@ -46,15 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    def stop(_signum: int, _frame: FrameType | None) -> None:
-        threading.Thread(target=fake._server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    try:
-        fake.serve_forever()
-    finally:
-        fake.stop()
+    serve_until_signalled(fake)
     return 0
 
 

@@ -8,15 +8,20 @@ import copy
 import functools
 import json
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
-from karpenter_core.sdk.fakehttp import Answer, RequestLog, RequestRecord, json_handler
+from karpenter_core.sdk.fakehttp import (
+    Answer,
+    RequestLog,
+    RequestRecord,
+    ServedFake,
+    json_handler,
+)
 from karpenter_core.sdk.record import option_env
-from karpenter_core.sdk.testing import SHUTDOWN_POLL, LoopbackServer, serve_in_background
+from karpenter_core.sdk.testing import LoopbackServer
 from karpenter_gcp.pricing import COMPUTE_SERVICE
 from karpenter_gcp.settings import PROVIDER
 from karpenter_gcp.testing import billing, fixtures, listing, seed
@@ -52,11 +57,13 @@ def _machine_type(url: str, zone: str, row: Mapping[str, Any]) -> dict[str, Any]
     }
 
 
-class FakeGCE:
+class FakeGCE(ServedFake):
     """A fake Compute Engine (with GKE's node pools and the Billing Catalog) for ``project``
     and ``region``; a context manager. ``machine_types``: MachineType JSON by zone (default:
     ``testing.seed``'s, from the packaged catalog); ``skus``: Billing SKU JSON (default:
     ``testing.billing``'s); ``operation_delay``: seconds an insert or delete runs."""
+
+    thread_name = "fake GCE"
 
     def __init__(
         self,
@@ -90,7 +97,6 @@ class FakeGCE:
         self.templates = fixtures.instance_templates(project, region, url)
         self.node_pools = fixtures.node_pools(project, region, url)
         self._routes = [(*_pattern(key), route) for key, route in self._table().items()]
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle and use -----------------------------------------------------------------
 
@@ -103,30 +109,6 @@ class FakeGCE:
     def faults(self) -> Faults:
         """Fault injection: ``stockout``, ``quota``, ``throttle``, ``unavailable``, ``clear``."""
         return self.state.faults
-
-    def start(self) -> FakeGCE:
-        """Serve on a daemon thread; returns self."""
-        if self._thread is None:
-            self._thread = serve_in_background(self._server, "fake GCE")
-        return self
-
-    def serve_forever(self) -> None:
-        """Serve on the calling thread until ``stop`` from another thread."""
-        self._server.serve_forever(poll_interval=SHUTDOWN_POLL)
-
-    def stop(self) -> None:
-        """Stop serving."""
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._server.server_close()
-
-    def __enter__(self) -> FakeGCE:
-        return self.start()
-
-    def __exit__(self, *_: object) -> None:
-        self.stop()
 
     def env(self) -> dict[str, str]:
         """Environment for a provider process that talks to this server: its project, region,
