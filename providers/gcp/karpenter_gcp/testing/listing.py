@@ -5,6 +5,7 @@ list and aggregated-list answers."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
@@ -22,7 +23,8 @@ class FilterError(ValueError):
     """A filter expression the fake does not understand."""
 
 
-def _terms(text: str) -> list[tuple[str, str, str]]:
+@functools.cache
+def _terms(text: str) -> tuple[tuple[str, str, str], ...]:
     terms, at = [], 0
     while at < len(text.strip()):
         match = _TERM.match(text, at)
@@ -32,7 +34,7 @@ def _terms(text: str) -> list[tuple[str, str, str]]:
             )
         terms.append((match["field"], match["op"].strip().lower(), match["value"].strip("\"'")))
         at = match.end()
-    return terms
+    return tuple(terms)
 
 
 def _lookup(item: Mapping[str, Any], path: str) -> Any:
@@ -84,6 +86,7 @@ def page(
 
 def listed(items: Iterable[dict[str, Any]], params: Mapping[str, str]) -> dict[str, Any]:
     """A list answer: the page of ``items`` passing the request's filter."""
+    _terms(params.get("filter") or "")  # a filter it cannot read is refused, items or none
     chosen = [i for i in items if matches(i, params.get("filter") or "")]
     items_page, token = page(chosen, params)
     return {"items": items_page, "nextPageToken": token} if token else {"items": items_page}
@@ -94,6 +97,7 @@ def aggregated(
 ) -> dict[str, Any]:
     """An aggregated list answer: the page of items passing the filter, under ``zones/<z>``
     and ``key`` (``instances``, ``machineTypes``)."""
+    _terms(params.get("filter") or "")
     flat = [(z, i) for z, items in sorted(by_zone.items()) for i in items]
     chosen = [(z, i) for z, i in flat if matches(i, params.get("filter") or "")]
     items_page, token = page(chosen, params)

@@ -169,8 +169,8 @@ class FakeGCE(ServedFake):
             return (200, self._serve(method, path, query, raw), {}), record
         except GCEError as error:
             return (error.status, error.body, {}), record
-        except (ValueError, KeyError, TypeError) as error:
-            return (400, google_error(400, "badRequest", str(error)), {}), record
+        except ValueError as error:  # a body, filter or page size it cannot read
+            return (400, google_error(400, "invalid", str(error)), {}), record
 
     def _serve(self, method: str, path: str, query: str, raw: bytes) -> Any:
         params = {key: values[-1] for key, values in parse_qs(query).items()}

@@ -167,6 +167,12 @@ def test_bad_inserts_are_refused(
         insert(clients, instance)
 
 
+def test_a_filter_it_cannot_read_is_refused(fake: FakeGCE, clients: GCPClients) -> None:
+    request = {"project": fake.project, "zone": ZONE, "filter": "labels.a OR labels.b"}
+    with pytest.raises(exceptions.BadRequest, match="Invalid list filter expression"):
+        list(clients.instances.list(request=request))
+
+
 def test_a_second_insert_of_a_name_conflicts(fake: FakeGCE, clients: GCPClients) -> None:
     insert(clients, body())
     with pytest.raises(exceptions.Conflict, match="already exists"):
