@@ -43,6 +43,9 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
   conditions as manifests).
 - ``testing``: for tests and fakes only (no runtime module imports it): a test certificate
   authority, loopback HTTP(S) servers, and NodeClasses on a real apiserver.
+- ``fakehttp``: for fakes only, like ``testing``: a fake cloud API's JSON request handler, its
+  request log (with the Retry-After check), counted faults, and its life on a server thread or
+  as a process.
 
 Compatibility: a change to these modules either stays compatible (new optional names, new
 optional record fields) or raises ``API_VERSION``; discovery refuses a provider built for

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from karpenter_gcp.testing.faults import Faults
 from karpenter_gcp.testing.listing import FilterError, matches, page
 
