@@ -48,12 +48,11 @@ KUBERNETES_VERSION = f"v{fixtures.GKE_VERSIONS[1]}"
 """The cluster version the GCENodeClass status is resolved for without a Kubernetes API."""
 UNMANAGED_TYPE = "n2-standard-2"
 _THROTTLED = {
-    "instances.insert": r"/instances$",
-    "instances.delete": r"/instances/[^/]+$",
-    "instances.list": r"/instances$",
+    "instances.insert/list": r"/instances$",
+    "instances.get/delete": r"/instances/[^/]+$",
     "zoneOperations.wait": r"/operations/[^/]+/wait$",
 }
-"""Calls ``cloud_errors`` can throttle: Compute method -> path pattern."""
+"""Calls ``cloud_errors`` can throttle (by path: both methods of a path) -> path pattern."""
 
 
 class GCPProfile:
@@ -155,8 +154,8 @@ class GCPProfile:
         return provider_id(PROJECT, zone, name)
 
     def cloud_errors(self, actions: Iterable[str], count: int = 1000) -> None:
-        """The fake answers these calls (``instances.insert``, ``instances.delete``, ... see
-        ``_THROTTLED``) with 429 rateLimitExceeded, ``count`` times each or until
+        """The fake answers these calls (``instances.insert/list``, ``instances.get/delete``,
+        ``zoneOperations.wait``) with 429 rateLimitExceeded, ``count`` times each or until
         ``clear_faults``."""
         for action in actions:
             if action not in _THROTTLED:

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from google.api_core import exceptions
+from google.api_core.exceptions import InternalServerError, ServiceUnavailable, TooManyRequests
 from google.api_core.retry import Retry
 
 from karpenter_core.apis import labels as wk
@@ -28,23 +29,16 @@ from karpenter_core.sdk.types import (
 
 __all__ = ["QUOTA_TTL", "RETRY", "calling", "error_codes", "launch_error", "retryable"]
 
-STOCKOUTS = frozenset(
-    {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"}
-    | {"RESOURCE_POOL_EXHAUSTED", "STOCKOUT"}
-)
-"""A zone has no capacity for the type."""
-IP_SPACE = frozenset({"IP_SPACE_EXHAUSTED", "IP_SPACE_EXHAUSTED_WITH_DETAILS"})
+STOCKOUTS = frozenset({"ZONE_RESOURCE_POOL_EXHAUSTED", "RESOURCE_POOL_EXHAUSTED", "STOCKOUT"})
+"""A zone has no capacity for the type (each code also with ``_WITH_DETAILS``)."""
+IP_SPACE = "IP_SPACE_EXHAUSTED"
 IP_SPACE_TTL = timedelta(seconds=30)
 """The (regional) node subnetwork has no address left: nothing launches for a while."""
 QUOTAS = frozenset({"QUOTA_EXCEEDED", "quotaExceeded"})
 QUOTA_TTL = timedelta(minutes=10)
 """A regional quota is used up for the type's family (or for spot); it may free up later."""
 _THROTTLED = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
-_TRANSIENT = (
-    exceptions.TooManyRequests,
-    exceptions.ServiceUnavailable,
-    exceptions.InternalServerError,
-)
+_TRANSIENT = (TooManyRequests, ServiceUnavailable, InternalServerError)
 
 
 def error_codes(error: object) -> list[tuple[str, str]]:
@@ -94,10 +88,10 @@ def launch_error(
     quota) or every spot offering (the spot vCPU quota); else ``CreateError``."""
     capacity_type, zone, type_name = offering.capacity_type, offering.zone, instance_type.name
     for code, message in codes:
-        if code in STOCKOUTS:
+        if code.removesuffix("_WITH_DETAILS") in STOCKOUTS:
             unavailable.mark(capacity_type, type_name, zone, code, UNAVAILABLE_OFFERINGS_TTL)
             return InsufficientCapacity(f"{type_name} in {zone}: {code}: {message}")
-        if code in IP_SPACE:
+        if code.removesuffix("_WITH_DETAILS") == IP_SPACE:
             for each in (wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_SPOT):
                 unavailable.mark_capacity_type(each, code, IP_SPACE_TTL)
             return InsufficientCapacity(f"the node subnetwork has no address left: {message}")

@@ -21,9 +21,9 @@ from typing import Any
 from google.api_core.exceptions import NotFound
 
 from karpenter_core.apis.labels import ARCH, ARCH_AMD64, ARCH_ARM64
+from karpenter_gcp.instancetype import GPU_COUNT
 from karpenter_gcp.nodeclass import (
     COS,
-    GROUP,
     UBUNTU,
     UBUNTU2404,
     GCENodeClass,
@@ -36,7 +36,6 @@ COS_PROJECT = "gke-node-images"
 UBUNTU_PROJECT = "ubuntu-os-gke-cloud"
 _COS_IMAGES = f"projects/{COS_PROJECT}/global/images"
 _UBUNTU_IMAGES = f"projects/{UBUNTU_PROJECT}/global/images"
-_GPU_COUNT = f"{GROUP}/instance-gpu-count"
 _ARCHITECTURES = {"X86_64": ARCH_AMD64, "ARM64": ARCH_ARM64}
 _RETIRED = ("DEPRECATED", "OBSOLETE", "DELETED")
 _COS_SKIP = ("arm64", "kmod", "nvda", "gvisor", "-test", "cgpv1")
@@ -85,7 +84,7 @@ def _image(source: str, arch: str, gpu: str | None) -> Image:
     """``source`` for instance types of ``arch``, with (Exists) or without (DoesNotExist) GPUs
     when ``gpu`` says."""
     wanted = [NodeSelectorRequirement(key=ARCH, operator="In", values=[arch])]
-    gpus = [NodeSelectorRequirement(key=_GPU_COUNT, operator=gpu)] if gpu else []
+    gpus = [NodeSelectorRequirement(key=GPU_COUNT, operator=gpu)] if gpu else []
     return Image(source_image=source, requirements=wanted + gpus)
 
 

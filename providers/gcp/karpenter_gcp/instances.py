@@ -46,6 +46,7 @@ from karpenter_core.sdk.types import (
 from karpenter_gcp.bootstrap import NodeTemplate, node_labels, node_metadata, read_template
 from karpenter_gcp.clients import GCPClients
 from karpenter_gcp.errors import RETRY, calling, error_codes, launch_error
+from karpenter_gcp.instancetype import GPU_COUNT
 from karpenter_gcp.nodeclass import GCENodeClass
 from karpenter_gcp.settings import GCPSettings
 
@@ -55,7 +56,6 @@ LABEL_CLUSTER = "goog-k8s-cluster-name"
 """GKE's label of the cluster an instance belongs to (its name)."""
 LABEL_NODEPOOL, LABEL_NODECLAIM = "karpenter-sh-nodepool", "karpenter-sh-nodeclaim"
 LABEL_NODECLASS = "karpenter-k8s-gcp-gcenodeclass"
-LABEL_GPU_COUNT = "karpenter.k8s.gcp/instance-gpu-count"
 IMAGE_METADATA = "karpenter-source-image"
 """Metadata naming the boot image (an instance read back does not)."""
 GONE = frozenset({"STOPPING", "TERMINATED"})
@@ -97,7 +97,7 @@ def instance_body(
     """The instance (Compute API JSON) launched for ``nodeclaim`` as ``offering``."""
     spec, zone, name = node_class.spec, offering.zone, nodeclaim.metadata.name or ""
     spot = offering.capacity_type == wk.CAPACITY_TYPE_SPOT
-    gpus = instance_type.requirements.labels().get(LABEL_GPU_COUNT, "0")
+    gpus = instance_type.requirements.labels().get(GPU_COUNT, "0")
     max_pods = instance_type.capacity.get("pods", 110_000) // 1000
     claimed = (*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints)
     taints = [taint_text(t) for t in with_registration_taint(claimed)]

@@ -33,7 +33,7 @@ def test_the_profile_throttles_chosen_calls_until_the_faults_are_cleared() -> No
     try:
         instances = profile.clients().instances
         zone = f"{REGION}-a"
-        profile.cloud_errors(["instances.list"])
+        profile.cloud_errors(["instances.insert/list"])
         with pytest.raises(exceptions.TooManyRequests):
             list(instances.list(project=PROJECT, zone=zone, retry=None))
         profile.clear_faults()

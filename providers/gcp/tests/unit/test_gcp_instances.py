@@ -129,6 +129,15 @@ def test_spot_is_the_spot_provisioning_model_deleted_on_preemption() -> None:
         "automaticRestart": True,
         "onHostMaintenance": "MIGRATE",
     }
+    gpu = build(
+        MachineType("g2-standard-4", 4, 16384, ZONES, gpu_name="nvidia-l4", gpu_count=1),
+        BuildOptions("us-central1"),
+        lambda *_: 1.0,
+        lambda *_: False,
+    )
+    offering = next(o for o in gpu.offerings if o.capacity_type == "on-demand")
+    made = instance_body(nodeclaim(), node_class(), gpu, offering, TEMPLATE, SETTINGS)
+    assert made["scheduling"]["onHostMaintenance"] == "TERMINATE", "GPUs do not live-migrate"
 
 
 def test_the_body_boots_the_image_and_deletes_every_disk_with_the_instance() -> None:
