@@ -6,12 +6,14 @@ Usage (from the repository root):
     .venv/bin/python benchmarks/soak.py --state-dir /tmp/kstate-soak      # starts its cluster
     .venv/bin/python benchmarks/soak.py --kubeconfig K --duration 3m --seed 7 -o json
     .venv/bin/python benchmarks/soak.py --state-dir /tmp/kstate-soak --provider aws
+    .venv/bin/python benchmarks/soak.py --state-dir /tmp/kstate-soak --provider gcp
 
 Two replicas of ``karpenter controller --provider kwok`` (or ``aws``: the AWS conformance profile's
-moto server in this process, nodes made by the suite's registrar) run with leader election, as the
+moto server in this process, nodes made by the suite's registrar; or ``gcp``: the GCP profile's
+fake GCE server, likewise) run with leader election, as the
 controller's least-privilege ServiceAccount; a replica that exits is started again at once (as
 its Deployment would be). A NodePool (WhenEmptyOrUnderutilized, consolidateAfter 5s, budget 20%)
-holds three Deployments of 1-CPU pods (half a CPU on AWS, whose fake cloud offers 2-vCPU
+holds three Deployments of 1-CPU pods (half a CPU on AWS and GCP, whose pools have 2-vCPU
 types): ``steady`` (4 pods, PDB maxUnavailable 1), ``web``
 (scaled between 2 and 20, PDB minAvailable 1) and ``batch`` (scaled between 0 and 12, no PDB).
 Each iteration injects one fault, sets new replica counts (up and down alternately) after a
@@ -24,7 +26,8 @@ short seeded delay, and waits until the cluster has recovered:
   or the test fixture runs; with ``--kubeconfig`` alone it is left out);
 - ``insufficient-capacity``: the cheapest offerings of the pool refused for a window;
 - ``cloud-errors``: create and delete failing as throttled for a window (AWS: the moto server
-  answers CreateFleet and TerminateInstances with ``RequestLimitExceeded``);
+  answers CreateFleet and TerminateInstances with ``RequestLimitExceeded``; GCP: the fake GCE
+  server answers instance inserts, lists, reads and deletes 429 ``rateLimitExceeded``);
 - ``none``: no fault, the baseline.
 
 The fault comes first and the scale change follows it after the delay, so the work lands on a
@@ -97,10 +100,14 @@ LEADER_ELECTION = {
 LEASE = "karpenter-leader-election"
 INSTANCE_TYPES = ("c-4x-amd64-linux", "c-8x-amd64-linux", "m-4x-amd64-linux", "m-8x-amd64-linux")
 """The KWOK instance types of the soak's NodePool: small, so a scale-up needs several nodes."""
-POD_CPU = {"kwok": "1", "aws": "500m"}
-"""The CPU request of the soak's pods per provider (AWS's fake cloud offers 2-vCPU types)."""
-THROTTLED_ACTIONS = ("CreateFleet", "TerminateInstances")
+POD_CPU = {"kwok": "1", "aws": "500m", "gcp": "500m"}
+"""The CPU request of the soak's pods per provider (the AWS and GCP pools have 2-vCPU types)."""
+AWS_THROTTLED = ("CreateFleet", "TerminateInstances")
 """The EC2 actions the AWS cloud-errors fault throttles: create and delete."""
+GCP_INSTANCE_TYPES = ("e2-standard-2", "e2-standard-4", "n2-standard-2", "n2-standard-4")
+"""The machine types of the soak's NodePool on GCP."""
+GCP_THROTTLED = ("instances.insert/list", "instances.get/delete")
+"""The Compute calls the GCP cloud-errors fault throttles: create, list, read and delete."""
 ERRORS_OPTION = "cloud-errors-file"
 WORKLOADS = {"steady": (4, 4), "web": (2, 20), "batch": (0, 12)}
 """Deployment -> (fewest, most) replicas; ``steady`` is never scaled."""
@@ -465,46 +472,71 @@ class KWOKCloudFaults:
         self.errors_file.write_text("", encoding="utf-8")
 
 
-class AWSCloudFaults:
-    """Cloud faults of the AWS provider, injected in the profile's moto server (in this
-    process, not in the controller): refused CreateFleet offerings and throttled actions."""
+class ProfileCloudFaults:
+    """Cloud faults injected in a provider's conformance profile (in this process, not in the
+    controller): refused offerings, cheapest first, and throttled calls."""
 
-    def __init__(self, profile: Any) -> None:
+    def __init__(
+        self,
+        profile: Any,
+        instance_types: Sequence[str],
+        prices: Mapping[tuple[str, str, str], float],
+        throttled: Sequence[str],
+    ) -> None:
+        self.profile = profile
+        self.instance_types = instance_types
+        self.throttled = throttled
+        ordered = sorted((price, zone, name, ct) for (name, zone, ct), price in prices.items())
+        self.cheapest = [(name, zone, ct) for _, zone, name, ct in ordered]
+
+    @classmethod
+    def aws(cls, profile: Any) -> ProfileCloudFaults:
+        """The AWS profile's moto server: its instance types at their static on-demand and the
+        profile's spot prices; CreateFleet and TerminateInstances throttled."""
         from karpenter_aws import conformance, moto_account, pricing
 
-        self.profile = profile
-        self.instance_types: Sequence[str] = conformance.INSTANCE_TYPES
         on_demand = pricing.static_prices(conformance.REGION).prices
         prices = {
-            (name, capacity_type): price
-            for name in self.instance_types
+            (name, zone, capacity_type): price
+            for name in conformance.INSTANCE_TYPES
             for capacity_type, price in (
                 ("on-demand", on_demand[name]),
                 ("spot", float(conformance.SPOT_PRICES[name])),
             )
-        }
-        offerings = sorted(
-            (price, zone, name, capacity_type)
-            for (name, capacity_type), price in prices.items()
             for zone in moto_account.ZONES
-        )
-        self.cheapest = [(name, zone, ct) for _, zone, name, ct in offerings]
+        }
+        return cls(profile, conformance.INSTANCE_TYPES, prices, AWS_THROTTLED)
+
+    @classmethod
+    def gcp(cls, profile: Any) -> ProfileCloudFaults:
+        """The GCP profile's fake GCE server: small machine types at their packaged prices;
+        instance inserts, lists, reads and deletes throttled."""
+        from karpenter_gcp import catalog, conformance
+
+        prices = {
+            (name, zone, capacity_type): price
+            for (capacity_type, name, zone), price in catalog.packaged_prices(
+                conformance.REGION
+            ).items()
+            if name in GCP_INSTANCE_TYPES
+        }
+        return cls(profile, GCP_INSTANCE_TYPES, prices, GCP_THROTTLED)
 
     def controller_options(self) -> dict[str, str]:
         """The profile's settings."""
         return dict(self.profile.settings())
 
     def insufficient_capacity(self, count: int) -> None:
-        """Refuse the ``count`` cheapest offerings of the pool (spot prices are the profile's)."""
+        """Refuse the ``count`` cheapest offerings of the pool."""
         for name, zone, capacity_type in self.cheapest[:count]:
             self.profile.insufficient_capacity(name, zone, capacity_type)
 
     def cloud_errors(self) -> None:
-        """Throttle CreateFleet and TerminateInstances."""
-        self.profile.cloud_errors(THROTTLED_ACTIONS)
+        """Throttle the creates and deletes."""
+        self.profile.cloud_errors(self.throttled)
 
     def clear(self) -> None:
-        """No cloud faults (the account keeps its instances)."""
+        """No cloud faults (the cloud keeps its instances)."""
         self.profile.clear_faults()
 
 
@@ -521,7 +553,7 @@ def run(
     """Soak the controller on the cluster of ``kubeconfig`` (the admin's); without
     ``restart_apiserver`` the apiserver-restart fault is left out."""
     if options.provider not in POD_CPU:
-        raise SystemExit(f"--provider {options.provider}: the soak runs kwok or aws")
+        raise SystemExit(f"--provider {options.provider}: the soak runs kwok, aws or gcp")
     kinds = [k for k in FAULT_KINDS if k != "apiserver-restart" or restart_apiserver]
     steps = schedule(options.seed, max(12, int(options.duration / 8)), kinds)
     report = Report(seed=options.seed, duration=options.duration, provider=options.provider)
@@ -533,12 +565,14 @@ def run(
     for number, step in enumerate(steps, 1):
         print(f"  {number:3d} {step.describe()}", file=out)
     record = discover().provider(options.provider)
-    assert record.conformance is not None  # both providers have a profile
+    assert record.conformance is not None  # each of them has a profile
     harness = ClusterHarness(record, record.conformance(), kubeconfig, workdir)
     harness.start()
     faults: CloudFaults = (
-        AWSCloudFaults(harness.profile)
+        ProfileCloudFaults.aws(harness.profile)
         if options.provider == "aws"
+        else ProfileCloudFaults.gcp(harness.profile)
+        if options.provider == "gcp"
         else KWOKCloudFaults(harness.profile, workdir / "cloud-errors")
     )
     env = {**FAST_TIMERS, **LEADER_ELECTION, "LOG_LEVEL": "info"}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,8 @@ from karpenter_aws.nodeclass import (
     AMI_FAMILY_AL2023,
 )
 from karpenter_core.apis import labels as wk
-from karpenter_core.apis.quantity import QuantityError, parse_quantity, to_milli
+from karpenter_core.apis.quantity import parse_quantity, to_milli
+from karpenter_core.sdk.reserved import overrides, signal_milli
 from karpenter_core.sdk.types import InstanceType, Offering, Overhead, Requirement, Requirements
 
 __all__ = [
@@ -372,27 +373,6 @@ def default_ephemeral_storage(ami_family: str) -> int:
     return _WINDOWS_EPHEMERAL_STORAGE if ami_family in WINDOWS_BUILDS else DEFAULT_EPHEMERAL_STORAGE
 
 
-def _quantity_milli(value: str) -> int | None:
-    try:
-        return to_milli(parse_quantity(value))
-    except QuantityError:
-        return None
-
-
-def _signal_milli(capacity_bytes: int, value: str) -> int | None:
-    """An eviction signal in milli-bytes: a percentage of the capacity (100% disables it), or a
-    quantity; None when it is neither."""
-    if value.endswith("%"):
-        try:
-            percent = float(value[:-1])
-        except ValueError:
-            return None
-        if percent == 100:
-            percent = 0.0
-        return math.ceil(float(capacity_bytes) / 100 * percent) * 1000
-    return _quantity_milli(value)
-
-
 def _kube_reserved_cpu(vcpus: int) -> int:
     milli = vcpus * 1000
     total = 0
@@ -401,16 +381,6 @@ def _kube_reserved_cpu(vcpus: int) -> int:
             span = (end if milli >= end else milli) - start
             total += int(span * fraction)
     return total
-
-
-def _overrides(pairs: Iterable[tuple[str, str]]) -> dict[str, int]:
-    """Static quantities by resource; expressions (not quantities) are ignored."""
-    out: dict[str, int] = {}
-    for resource, value in pairs:
-        milli = _quantity_milli(value)
-        if milli is not None:
-            out[resource] = milli
-    return out
 
 
 def _requirements(shape: Shape, options: BuildOptions, zones: Mapping[str, str]) -> Requirements:
@@ -487,7 +457,7 @@ def _overhead(shape: Shape, options: BuildOptions, pods: int) -> Overhead:
         "memory": (11 * overhead_pods + 255) * _MIB * 1000,
         "ephemeral-storage": _KUBE_RESERVED_EPHEMERAL,
     }
-    kube_reserved.update(_overrides(options.kube_reserved))
+    kube_reserved.update(overrides(options.kube_reserved))
     eviction = {
         "memory": _EVICTION_MEMORY,
         "ephemeral-storage": math.ceil(float(storage) / 100 * 10) * 1000,
@@ -496,12 +466,12 @@ def _overhead(shape: Shape, options: BuildOptions, pods: int) -> Overhead:
         resource = _EVICTION_SIGNALS.get(signal)
         if resource is None:
             continue
-        milli = _signal_milli(memory if resource == "memory" else storage, value)
+        milli = signal_milli(memory if resource == "memory" else storage, value)
         if milli is not None:
             eviction[resource] = milli
     return Overhead(
         kube_reserved=kube_reserved,
-        system_reserved=_overrides(options.system_reserved),
+        system_reserved=overrides(options.system_reserved),
         eviction_threshold=eviction,
     )
 

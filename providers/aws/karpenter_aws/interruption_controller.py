@@ -16,7 +16,6 @@ which de-duplicates them and sends them off the caller's thread.
 from __future__ import annotations
 
 import contextvars
-import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -38,6 +37,7 @@ from karpenter_aws.interruption import (
     parse_message,
 )
 from karpenter_core.apis import labels as wk
+from karpenter_core.sdk.nodeclaims import NODECLAIM_VERSION, ClusterNodeClaims
 from karpenter_core.sdk.observe import logs, metrics
 from karpenter_core.sdk.record import ProviderContext
 from karpenter_core.sdk.types import CloudProviderError
@@ -58,9 +58,6 @@ STOP_CHECK = 0.1
 """Seconds between checks of the stop signal while a long poll is in flight."""
 MAX_BACKOFF = 60.0
 WORKERS = 10
-
-NODECLAIM_VERSION = "v1"
-NODECLAIM_PLURAL = "nodeclaims"
 
 RECEIVED_MESSAGES = Counter(
     "karpenter_interruption_received_messages_total",
@@ -192,45 +189,6 @@ def _actions_for(
     return actions
 
 
-class _Cluster:
-    """The apiserver calls the controller makes."""
-
-    def __init__(self, api_client: Any) -> None:
-        from kubernetes import client as k8s
-
-        self._custom = k8s.CustomObjectsApi(api_client)
-        self._core = k8s.CoreV1Api(api_client)
-        self._api_exception = k8s.ApiException
-
-    def nodeclaims(self) -> list[dict[str, Any]]:
-        response = self._custom.list_cluster_custom_object(
-            wk.GROUP, NODECLAIM_VERSION, NODECLAIM_PLURAL, _preload_content=False
-        )
-        return json.loads(response.data).get("items") or []
-
-    def delete_nodeclaim(self, name: str) -> bool:
-        """Delete; False when it was already gone."""
-        try:
-            self._custom.delete_cluster_custom_object(
-                wk.GROUP, NODECLAIM_VERSION, NODECLAIM_PLURAL, name, _preload_content=False
-            )
-        except self._api_exception as error:
-            if error.status == 404:
-                return False
-            raise
-        return True
-
-    def node_uid(self, name: str) -> str | None:
-        """The uid of Node ``name``; None when there is no such Node."""
-        try:
-            response = self._core.read_node(name, _preload_content=False)
-        except self._api_exception as error:
-            if error.status == 404:
-                return None
-            raise
-        return json.loads(response.data)["metadata"].get("uid", "")
-
-
 class InterruptionController:
     """Polls the interruption queue and acts on the NodeClaims of interrupted instances.
 
@@ -256,7 +214,7 @@ class InterruptionController:
             )
         if context.events is None:
             raise CloudProviderError("the interruption controller needs an event recorder")
-        self._cluster = _Cluster(context.kube_client)
+        self._cluster = ClusterNodeClaims(context.kube_client)
         self._events = context.events
 
     def run(self, stop: threading.Event) -> None:

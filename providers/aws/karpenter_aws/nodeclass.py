@@ -9,7 +9,7 @@ apiserver accepts the objects these models accept.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
@@ -42,8 +42,14 @@ from karpenter_core.apis.v1.common import (
 from karpenter_core.apis.v1.hashing import spec_hash
 from karpenter_core.sdk.crds import KubeSchema, PrinterColumn, cel
 from karpenter_core.sdk.fields import checked
-from karpenter_core.sdk.kubelet import IMAGE_GC_THRESHOLDS_RULE
+from karpenter_core.sdk.kubeletconfig import (
+    KubeletConfiguration,
+    explicit_nulls,
+    listed,
+    matching,
+)
 from karpenter_core.sdk.nodeclass import ReadyByConditions, validation_problems
+from karpenter_core.sdk.nodeimages import NodeSelectorRequirement
 from karpenter_core.sdk.record import NodeClassInfo
 
 __all__ = [
@@ -163,22 +169,6 @@ _VOLUME_SIZE_PATTERN = (
     r"|([1-9]|[1-4][0-9]|5[0-8])Ti"
     r"|([1-9]|[1-5][0-9]|6[0-4])T)$"
 )
-_QUANTITY_PATTERN = r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
-_THRESHOLD_PATTERN = (
-    r"^(([0-9]+(\.[0-9]+)?%)|\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE])?)$"
-)
-_GO_DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
-
-_RESERVED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pid")
-_EVICTION_SIGNALS = (
-    "memory.available",
-    "nodefs.available",
-    "nodefs.inodesFree",
-    "imagefs.available",
-    "imagefs.inodesFree",
-    "pid.available",
-)
-
 _FAMILY_ROOT_DEVICE = {
     AMI_FAMILY_AL2: "/dev/xvda",
     AMI_FAMILY_AL2023: "/dev/xvda",
@@ -188,19 +178,6 @@ _FAMILY_ROOT_DEVICE = {
     AMI_FAMILY_WINDOWS2025: "/dev/sda1",
 }
 """The device that holds the kubelet's ephemeral storage, per AMI family (none for Custom)."""
-
-
-def _listed(values: tuple[str, ...]) -> str:
-    return ", ".join(f"'{value}'" for value in values)
-
-
-def _matching(pattern: str, what: str) -> Callable[[str], str | None]:
-    def check(value: str) -> str | None:
-        if re.fullmatch(pattern, value) is None:
-            return f"{value!r} is not {what}"
-        return None
-
-    return check
 
 
 def _selector_tags_error(tags: dict[str, str]) -> str | None:
@@ -229,7 +206,7 @@ def _resource_id(prefix: str, what: str) -> tuple[AfterValidator, KubeSchema]:
     """The validator and CRD pattern of an EC2 resource id (``<prefix>-<hex>``)."""
     pattern = f"^{prefix}-[0-9a-z]+$"
     return (
-        checked(_matching(pattern, f"a {what} id ({prefix}-...)")),
+        checked(matching(pattern, f"a {what} id ({prefix}-...)")),
         KubeSchema(keywords={"pattern": pattern}),
     )
 
@@ -250,7 +227,7 @@ def _exclusive(field: str, others: tuple[str, ...], where: str) -> dict[str, str
 def _at_least_one(fields: tuple[str, ...]) -> dict[str, str]:
     return cel(
         " || ".join(f"has(self.{field})" for field in fields),
-        f"expected at least one, got none, [{_listed(fields)}]",
+        f"expected at least one, got none, [{listed(fields)}]",
     )
 
 
@@ -270,7 +247,7 @@ def _check_term(
     if selecting is None:
         selecting = tuple(str(info.alias or name) for name, info in type(term).model_fields.items())
     if not set_fields & set(selecting):
-        raise ValueError(f"expected at least one, got none, [{_listed(selecting)}]")
+        raise ValueError(f"expected at least one, got none, [{listed(selecting)}]")
     for field, others in exclusive.items():
         clash = sorted(set_fields & set(others))
         if field in set_fields and clash:
@@ -278,15 +255,6 @@ def _check_term(
                 f"'{field}' is mutually exclusive, cannot be set with a combination of other "
                 f"fields in {where} (also set: {', '.join(clash)})"
             )
-
-
-def _explicit_nulls(data: Any, *fields: tuple[str, str]) -> Any:
-    """``data`` with an explicit null for each absent (name, alias) field, so the field's
-    validator, which checks it against earlier fields, runs and names it in errors."""
-    if not isinstance(data, Mapping):
-        return data
-    missing = {alias: None for name, alias in fields if name not in data and alias not in data}
-    return {**data, **missing} if missing else data
 
 
 # Selector terms
@@ -358,7 +326,7 @@ def _alias_error(alias: str) -> str | None:
     if family not in ALIAS_FAMILIES:
         return (
             f"alias family {family!r} is not supported, must be one of the following: "
-            f"{_listed(tuple(ALIAS_FAMILIES))}"
+            f"{listed(tuple(ALIAS_FAMILIES))}"
         )
     if family in _WINDOWS_ALIASES and version != "latest":
         return f"alias {alias!r}: windows families may only specify version 'latest'"
@@ -376,12 +344,12 @@ Alias = Annotated[
                 "'alias' is improperly formatted, must match the format 'family@version'",
             ),
             cel(
-                f"self.split('@')[0] in [{_listed(tuple(ALIAS_FAMILIES))}]",
+                f"self.split('@')[0] in [{listed(tuple(ALIAS_FAMILIES))}]",
                 "family is not supported, must be one of the following: "
-                f"{_listed(tuple(ALIAS_FAMILIES))}",
+                f"{listed(tuple(ALIAS_FAMILIES))}",
             ),
             cel(
-                f"self.split('@')[0] in [{_listed(_WINDOWS_ALIASES)}] "
+                f"self.split('@')[0] in [{listed(_WINDOWS_ALIASES)}] "
                 "? self.split('@', 2)[1] == 'latest' : true",
                 "windows families may only specify version 'latest'",
             ),
@@ -480,7 +448,7 @@ class BlockDevice(KubeModel):
         Annotated[
             str,
             checked(
-                _matching(
+                matching(
                     _VOLUME_SIZE_PATTERN,
                     "a volume size: a whole number of Gi, G, Ti or T up to 64T (e.g. '100Gi')",
                 )
@@ -548,136 +516,6 @@ _METADATA_DEFAULT = {
     "httpPutResponseHopLimit": 1,
     "httpTokens": "required",
 }
-
-
-def _keys_in(allowed: tuple[str, ...], field: str) -> tuple[AfterValidator, KubeSchema]:
-    """The validator and CEL rule allowing only ``allowed`` keys in the map ``field``."""
-    message = f"valid keys for {field} are [{_listed(allowed)}]"
-
-    def check(mapping: dict[str, str]) -> str | None:
-        bad = sorted(set(mapping) - set(allowed))
-        return f"{message}, not {bad}" if bad else None
-
-    rule = cel(f"self.all(x, x in [{_listed(allowed)}])", message)
-    return checked(check), KubeSchema(rules=(rule,))
-
-
-_ReservedQuantity = Annotated[
-    str,
-    checked(_matching(_QUANTITY_PATTERN, "a non-negative resource quantity")),
-    KubeSchema(keywords={"pattern": _QUANTITY_PATTERN}),
-]
-_Threshold = Annotated[
-    str,
-    checked(_matching(_THRESHOLD_PATTERN, "a quantity or a percentage such as '10%'")),
-    KubeSchema(keywords={"pattern": _THRESHOLD_PATTERN}),
-]
-_GraceValue = Annotated[
-    str,
-    checked(_matching(_GO_DURATION_PATTERN, "a duration such as '1m30s'")),
-    KubeSchema(keywords={"pattern": _GO_DURATION_PATTERN}),
-]
-
-
-class KubeletConfiguration(KubeModel):
-    """Kubelet settings of the nodes (a subset of the kubelet's KubeletConfiguration)."""
-
-    model_config = ConfigDict(
-        json_schema_extra=KubeSchema(
-            rules=(
-                IMAGE_GC_THRESHOLDS_RULE,
-                cel(
-                    "has(self.evictionSoft) ? self.evictionSoft.all(e, "
-                    "has(self.evictionSoftGracePeriod) && e in self.evictionSoftGracePeriod) "
-                    ": true",
-                    "evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod",
-                ),
-                cel(
-                    "has(self.evictionSoftGracePeriod) ? self.evictionSoftGracePeriod.all(e, "
-                    "has(self.evictionSoft) && e in self.evictionSoft) : true",
-                    "evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft",
-                ),
-            )
-        )
-    )
-
-    cluster_dns: list[str] | None = Field(default=None, alias="clusterDNS")
-    """IP addresses of the cluster DNS servers."""
-    max_pods: int | None = Field(default=None, ge=0)
-    """The most pods a node may run (overrides the ENI-based limit)."""
-    pods_per_core: int | None = Field(default=None, ge=0)
-    """The most pods per vCPU; the lower of this and maxPods applies."""
-    system_reserved: (
-        Annotated[dict[str, _ReservedQuantity], *_keys_in(_RESERVED_RESOURCES, "systemReserved")]
-        | None
-    ) = None
-    """Resources reserved for OS daemons (cpu, memory, ephemeral-storage, pid)."""
-    kube_reserved: (
-        Annotated[dict[str, _ReservedQuantity], *_keys_in(_RESERVED_RESOURCES, "kubeReserved")]
-        | None
-    ) = None
-    """Resources reserved for Kubernetes daemons (cpu, memory, ephemeral-storage, pid)."""
-    eviction_hard: (
-        Annotated[dict[str, _Threshold], *_keys_in(_EVICTION_SIGNALS, "evictionHard")] | None
-    ) = None
-    """Hard eviction thresholds per signal (quantity or percentage)."""
-    eviction_soft: (
-        Annotated[dict[str, _Threshold], *_keys_in(_EVICTION_SIGNALS, "evictionSoft")] | None
-    ) = None
-    """Soft eviction thresholds per signal; each needs a grace period."""
-    eviction_soft_grace_period: (
-        Annotated[
-            dict[str, _GraceValue],
-            *_keys_in(_EVICTION_SIGNALS, "evictionSoftGracePeriod"),
-        ]
-        | None
-    ) = None
-    """How long each soft eviction threshold must hold before pods are evicted."""
-    eviction_max_pod_grace_period: int | None = None
-    """The longest grace period (seconds) given to pods evicted on a soft threshold."""
-    image_gc_high_threshold_percent: int | None = Field(
-        default=None, ge=0, le=100, alias="imageGCHighThresholdPercent"
-    )
-    """Disk usage percentage above which image garbage collection always runs."""
-    image_gc_low_threshold_percent: int | None = Field(
-        default=None, ge=0, le=100, alias="imageGCLowThresholdPercent"
-    )
-    """Disk usage percentage image garbage collection frees down to."""
-    cpu_cfs_quota: bool | None = Field(default=None, alias="cpuCFSQuota")
-    """Whether CPU CFS quotas enforce containers' CPU limits."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _cross_checked_fields_present(cls, data: Any) -> Any:
-        return _explicit_nulls(data, ("eviction_soft_grace_period", "evictionSoftGracePeriod"))
-
-    @field_validator("image_gc_low_threshold_percent")
-    @classmethod
-    def _low_below_high(cls, low: int | None, info: ValidationInfo) -> int | None:
-        high = info.data.get("image_gc_high_threshold_percent")
-        if low is not None and high is not None and high <= low:
-            raise ValueError(
-                f"imageGCHighThresholdPercent ({high}) must be greater than "
-                f"imageGCLowThresholdPercent ({low})"
-            )
-        return low
-
-    @field_validator("eviction_soft_grace_period", mode="after")
-    @classmethod
-    def _grace_matches_soft(
-        cls, grace: dict[str, str] | None, info: ValidationInfo
-    ) -> dict[str, str] | None:
-        soft = set(info.data.get("eviction_soft") or ())
-        periods = set(grace or ())
-        if soft - periods:
-            raise ValueError(
-                f"evictionSoft signals {sorted(soft - periods)} have no evictionSoftGracePeriod"
-            )
-        if periods - soft:
-            raise ValueError(
-                f"evictionSoftGracePeriod signals {sorted(periods - soft)} have no evictionSoft"
-            )
-        return grace
 
 
 # Spec
@@ -824,7 +662,7 @@ class EC2NodeClassSpec(KubeModel):
     @model_validator(mode="before")
     @classmethod
     def _cross_checked_fields_present(cls, data: Any) -> Any:
-        return _explicit_nulls(
+        return explicit_nulls(
             data, ("ami_family", "amiFamily"), ("instance_profile", "instanceProfile")
         )
 
@@ -917,17 +755,6 @@ class SecurityGroupStatus(KubeModel):
     """The security group id."""
     name: str | None = None
     """Its group name."""
-
-
-class NodeSelectorRequirement(KubeModel):
-    """A requirement on node labels (an instance type must meet it to use the AMI)."""
-
-    key: str
-    """The label key."""
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
-    """How the label relates to the values."""
-    values: Annotated[list[str], KubeSchema(list_type="atomic")] = Field(default_factory=list)
-    """The values for In, NotIn, Gt and Lt."""
 
 
 class AMIStatus(KubeModel):

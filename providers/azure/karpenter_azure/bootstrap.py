@@ -17,18 +17,11 @@ from dataclasses import dataclass
 import yaml
 
 from karpenter_azure.nodeclass import KubeletConfiguration
-from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.common import Taint
 from karpenter_core.sdk.kubelet import kubelet_flags, taint_text
+from karpenter_core.sdk.launch import kubelet_labels
 
-__all__ = ["BootstrapOptions", "custom_data", "node_labels"]
-
-_RESTRICTED_DOMAINS = ("kubernetes.io", "k8s.io")
-"""Label domains node admission refuses from a kubelet (except the few it allows)."""
-_ALLOWED_RESTRICTED = frozenset(
-    {wk.INSTANCE_TYPE, wk.TOPOLOGY_ZONE, wk.TOPOLOGY_REGION, wk.ARCH, wk.OS}
-)
-"""Well-known labels in those domains a kubelet may set on its own node."""
+__all__ = ["BootstrapOptions", "custom_data"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,19 +38,6 @@ class BootstrapOptions:
     kubelet: KubeletConfiguration | None = None
 
 
-def node_labels(labels: Mapping[str, str]) -> dict[str, str]:
-    """The labels a kubelet may register its node with: those of restricted domains
-    (``kubernetes.io``, ``k8s.io``) only when node admission allows them."""
-    out = {}
-    for key, value in labels.items():
-        domain = wk.label_domain(key)
-        restricted = any(domain == d or domain.endswith("." + d) for d in _RESTRICTED_DOMAINS)
-        if restricted and key not in _ALLOWED_RESTRICTED:
-            continue
-        out[key] = value
-    return out
-
-
 def _kubelet_flags(options: BootstrapOptions) -> list[str]:
     flags = [
         "--cloud-provider=external",
@@ -65,7 +45,7 @@ def _kubelet_flags(options: BootstrapOptions) -> list[str]:
         "--kubeconfig=/var/lib/kubelet/kubeconfig",
         f"--max-pods={options.max_pods}",
     ]
-    labels = node_labels(options.labels)
+    labels = kubelet_labels(options.labels)
     if labels:
         flags.append("--node-labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())))
     if options.taints:

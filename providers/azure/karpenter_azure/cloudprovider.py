@@ -65,6 +65,7 @@ from karpenter_azure.settings import AzureSettings
 from karpenter_azure.unavailable import UnavailableOfferings, capacity_error
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
+from karpenter_core.sdk.launch import cheapest_offering
 from karpenter_core.sdk.machines import Machine, MachineView
 from karpenter_core.sdk.nodeclass import NodeClassBinding
 from karpenter_core.sdk.record import ProviderContext, is_offline
@@ -94,8 +95,6 @@ __all__ = [
 
 log = logging.getLogger("karpenter.azure")
 
-_CAPACITY_RANK = {wk.CAPACITY_TYPE_SPOT: 0, wk.CAPACITY_TYPE_ON_DEMAND: 1}
-
 
 def arm_zone(region: str, zone: str) -> str:
     """The ARM zone ("1") of a zone label (``eastus-1``); "" for a regional placement (zone
@@ -109,29 +108,11 @@ def choose_offering(
     requirements: Requirements,
     requests: Mapping[str, int],
 ) -> tuple[InstanceType, Offering] | None:
-    """Upstream's choice for one VM: among the available offerings the requirements allow, of
-    types whose labels meet them and whose allocatable covers ``requests``, the cheapest; at
-    the same price spot before on-demand, a zone before a regional placement, then by type
-    and zone name."""
-    best: tuple[tuple[float, int, int, str, str], InstanceType, Offering] | None = None
-    for instance_type in instance_types:
-        if instance_type.requirements.intersects(requirements) is not None:
-            continue
-        if any(instance_type.allocatable.get(k, 0) < v for k, v in requests.items()):
-            continue
-        for offering in instance_type.offerings:
-            if not offering.available or requirements.intersects(offering.requirements):
-                continue
-            key = (
-                offering.price,
-                _CAPACITY_RANK.get(offering.capacity_type, 2),
-                1 if offering.zone == REGIONAL_ZONE else 0,
-                instance_type.name,
-                offering.zone,
-            )
-            if best is None or key < best[0]:
-                best = (key, instance_type, offering)
-    return None if best is None else (best[1], best[2])
+    """Upstream's choice for one VM: the SDK's cheapest offering, a zone before a regional
+    placement at the same price."""
+    return cheapest_offering(
+        instance_types, requirements, requests, deferred=lambda o: o.zone == REGIONAL_ZONE
+    )
 
 
 def launch_tags(cluster_name: str, node_class: AKSNodeClass, nodepool: str) -> dict[str, str]:

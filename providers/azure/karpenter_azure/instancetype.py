@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from karpenter_azure.skus import Sku
 from karpenter_core.apis import labels as wk
+from karpenter_core.sdk.reserved import tiered
 from karpenter_core.sdk.types import InstanceType, Offering, Overhead, Requirement, Requirements
 
 __all__ = [
@@ -160,16 +161,6 @@ def zone_label(region: str, arm_zone: str) -> str:
     return f"{region.lower()}-{arm_zone}" if arm_zone else REGIONAL_ZONE
 
 
-def _tax(amount: float, brackets: tuple[tuple[float, float], ...]) -> float:
-    total, lower = 0.0, 0.0
-    for upper, rate in brackets:
-        if amount <= lower:
-            break
-        total += (min(upper, amount) - lower) * rate
-        lower = upper
-    return total
-
-
 def kube_reserved(vcpus: int, memory_gib: float) -> dict[str, int]:
     """AKS's kube-reserved cpu and memory, in thousandths (milli-cores, milli-bytes)."""
     return dict(_kube_reserved(vcpus, memory_gib))
@@ -177,8 +168,8 @@ def kube_reserved(vcpus: int, memory_gib: float) -> dict[str, int]:
 
 @functools.cache
 def _kube_reserved(vcpus: int, memory_gib: float) -> tuple[tuple[str, int], ...]:
-    cpu_milli = int(1000 * _tax(float(vcpus), _CPU_TAX_CORES))
-    memory_mib = int(1024 * _tax(memory_gib, _MEMORY_TAX_GIB))
+    cpu_milli = int(1000 * tiered(float(vcpus), _CPU_TAX_CORES))
+    memory_mib = int(1024 * tiered(memory_gib, _MEMORY_TAX_GIB))
     return (("cpu", cpu_milli), ("memory", memory_mib * 2**20 * 1000))
 
 

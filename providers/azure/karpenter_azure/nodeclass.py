@@ -25,6 +25,7 @@ from karpenter_core.sdk.crds import KubeSchema, PrinterColumn, cel
 from karpenter_core.sdk.fields import checked
 from karpenter_core.sdk.kubelet import IMAGE_GC_THRESHOLDS_RULE
 from karpenter_core.sdk.nodeclass import ReadyByConditions, validation_problems
+from karpenter_core.sdk.nodeimages import NodeSelectorRequirement
 from karpenter_core.sdk.record import NodeClassInfo
 
 __all__ = [
@@ -291,17 +292,6 @@ class AKSNodeClassSpec(KubeModel):
 
 
 # Status
-
-
-class NodeSelectorRequirement(KubeModel):
-    """A requirement on node labels (an instance type must meet it to use the image)."""
-
-    key: str
-    """The label key."""
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
-    """How the label relates to the values."""
-    values: Annotated[list[str], KubeSchema(list_type="atomic")] = Field(default_factory=list)
-    """The values for In, NotIn, Gt and Lt."""
 
 
 class NodeImage(KubeModel):

@@ -38,13 +38,8 @@ from karpenter_azure.nodeclass import (
     CONDITION_SUBNETS_READY,
     CONDITION_TYPES,
     CONDITION_VALIDATION_SUCCEEDED,
-    GROUP,
-    HASH_ANNOTATION,
     HASH_VERSION,
-    HASH_VERSION_ANNOTATION,
-    KIND,
-    PLURAL,
-    VERSION,
+    NODE_CLASS,
     AKSNodeClass,
     AKSNodeClassStatus,
     NodeImage,
@@ -53,13 +48,16 @@ from karpenter_azure.nodeclass import (
 from karpenter_core.apis.v1.common import CONDITION_READY, Condition
 from karpenter_core.sdk.nodeclass import Verdict, ready_verdict, resolved_status, stamp_conditions
 from karpenter_core.sdk.record import ProviderContext
-from karpenter_core.sdk.status import ERROR_RETRY, NodeClassStatusController
-from karpenter_core.sdk.types import CloudProviderError
+from karpenter_core.sdk.status import (
+    ERROR_RETRY,
+    NodeClassStatusController,
+    git_version,
+    kept_verdict,
+)
 
 __all__ = [
     "DEFAULT_RESYNC",
     "ERROR_RETRY",
-    "TERMINATION_FINALIZER",
     "NodeClassController",
     "SubnetGetter",
     "SubnetID",
@@ -68,8 +66,6 @@ __all__ = [
     "subnet_getter",
 ]
 
-TERMINATION_FINALIZER = f"{GROUP}/termination"
-"""Finalizer held on an AKSNodeClass until no NodeClaim uses it."""
 DEFAULT_RESYNC = timedelta(minutes=3)
 """How often an unchanged AKSNodeClass is resolved again (upstream's subnet check interval)."""
 _MANAGED_VNET = re.compile(r"(?i)^aks-vnet-\d{8}$")
@@ -129,13 +125,6 @@ def _aks_managed_vnet(node_resource_group: str, subnet: SubnetID) -> bool:
     )
 
 
-def _kept(previous: Condition | None, reason: str, message: str) -> Verdict:
-    """The previous verdict after an Azure error (Unknown with the error when there was none)."""
-    if previous is None:
-        return Verdict("Unknown", reason, message, cloud_error=True)
-    return Verdict(previous.status, previous.reason, previous.message, cloud_error=True)
-
-
 def _version_tuple(version: str) -> tuple[int, int, int] | None:
     match = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", version)
     return None if match is None else (int(match[1]), int(match[2]), int(match[3]))
@@ -167,7 +156,7 @@ def _images(
         return [], Verdict("False", "SIGRequiredForFIPS", str(error))
     except AzureError as error:
         message = f"listing node image versions failed: {error.message}"
-        return node_class.status.images, _kept(previous, "ImagesResolutionFailed", message)
+        return node_class.status.images, kept_verdict(previous, "ImagesResolutionFailed", message)
     if not images:
         return [], Verdict(
             "False",
@@ -271,7 +260,9 @@ def resolve_status(
     return resolved_status(status, outcomes)
 
 
-class NodeClassController(NodeClassStatusController[AKSNodeClass]):
+class NodeClassController(
+    NodeClassStatusController[AKSNodeClass], info=NODE_CLASS, hash_version=HASH_VERSION
+):
     """Keeps every AKSNodeClass's status resolved against the apiserver and Azure.
 
     ``images`` resolves node images; ``get_subnet`` reads a subnet (``subnet_getter`` of the
@@ -279,15 +270,6 @@ class NodeClassController(NodeClassStatusController[AKSNodeClass]):
     ``node_resource_group`` its node resource group.
     """
 
-    model = AKSNodeClass
-    group = GROUP
-    version = VERSION
-    kind = KIND
-    plural = PLURAL
-    finalizer = TERMINATION_FINALIZER
-    hash_annotation = HASH_ANNOTATION
-    hash_version_annotation = HASH_VERSION_ANNOTATION
-    hash_version = HASH_VERSION
     restamp_nodeclaims = True
 
     def __init__(
@@ -328,10 +310,7 @@ class NodeClassController(NodeClassStatusController[AKSNodeClass]):
 
     def kubernetes_version(self, version_info: Mapping[str, Any]) -> str:
         """The apiserver's ``gitVersion`` (``resolve_status`` takes the ``v`` off)."""
-        version = version_info.get("gitVersion")
-        if not version:
-            raise CloudProviderError("the apiserver's /version has no gitVersion")
-        return str(version)
+        return git_version(version_info)
 
     def resolve(
         self, node_class: AKSNodeClass, kubernetes_version: str, now: datetime

@@ -9,17 +9,14 @@ admin API (``/fake-arm-api/...``) to inject faults and read what happened.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import secrets
 import ssl
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, fields
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
@@ -35,11 +32,10 @@ from karpenter_azure.fake_arm.faults import (
 )
 from karpenter_azure.fake_arm.log import RequestLog, RequestRecord
 from karpenter_azure.fake_arm.state import Latency
+from karpenter_core.sdk.fakehttp import ServedFake, json_handler
 from karpenter_core.sdk.testing import (
-    SHUTDOWN_POLL,
     TLSLoopbackServer,
     TLSRequestHandler,
-    serve_in_background,
 )
 
 if TYPE_CHECKING:
@@ -47,7 +43,6 @@ if TYPE_CHECKING:
     from azure.mgmt.compute import ComputeManagementClient
     from azure.mgmt.network import NetworkManagementClient
 
-logger = logging.getLogger(__name__)
 
 ADMIN_PREFIX = "/fake-arm-api"
 TOKEN_LIFETIME = 3599
@@ -58,7 +53,7 @@ _TOKEN = re.compile(r"^/(?P<tenant>[^/]+)/oauth2/v2\.0/token$")
 _POLL = re.compile(r"/operations/(?P<id>[^/?]+)$", re.IGNORECASE)
 
 
-class FakeARM:
+class FakeARM(ServedFake):
     """A fake Azure Resource Manager (and Entra ID token endpoint, and Retail Prices API).
 
     ``skus`` (Resource SKUs records) and ``prices`` (Retail Prices items) default to the
@@ -66,6 +61,8 @@ class FakeARM:
     ``Latency.none()`` in unit tests). ``tls_dir`` receives the CA and the serving certificate
     (a temporary directory when None). ``port`` 0 picks a free port.
     """
+
+    thread_name = "fake ARM"
 
     def __init__(
         self,
@@ -104,38 +101,24 @@ class FakeARM:
         self.tls = tls.generate(tls_dir)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.tls.cert, self.tls.key)
-        self._server = TLSLoopbackServer(("127.0.0.1", port), _handler(self), context)
+        handler = json_handler(
+            self.answer,
+            lambda error: arm_error("FakeFailure", f"The fake ARM server failed: {error!r}"),
+            base=TLSRequestHandler,
+            name="fake ARM",
+            headers=lambda: {"x-ms-request-id": str(uuid.uuid4())},
+        )
+        self._server = TLSLoopbackServer(("127.0.0.1", port), handler, context)
         self.state.base_url = self.url
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def start(self) -> FakeARM:
-        """Serve on a daemon thread; returns self."""
-        if self._thread is None:
-            self._thread = serve_in_background(self._server, "fake ARM")
-        return self
-
-    def serve_forever(self) -> None:
-        """Serve on the calling thread until ``stop`` (from another thread) or an interrupt."""
-        self._server.serve_forever(poll_interval=SHUTDOWN_POLL)
-
     def stop(self) -> None:
         """Stop serving and remove the temporary TLS directory."""
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._server.server_close()
+        super().stop()
         if self._temp is not None:
             self._temp.cleanup()
             self._temp = None
-
-    def __enter__(self) -> FakeARM:
-        return self.start()
-
-    def __exit__(self, *_: object) -> None:
-        self.stop()
 
     # -- where and how to connect ---------------------------------------------------------
 
@@ -477,57 +460,3 @@ def _unauthorized(fake: FakeARM) -> Answer:
         "The access token is missing or invalid.",
     )
     return 401, body, {"WWW-Authenticate": challenge}
-
-
-def _handler(fake: FakeARM) -> type[BaseHTTPRequestHandler]:
-    class Handler(TLSRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True
-
-        def do_GET(self) -> None:
-            self._serve("GET")
-
-        def do_POST(self) -> None:
-            self._serve("POST")
-
-        def do_PUT(self) -> None:
-            self._serve("PUT")
-
-        def do_PATCH(self) -> None:
-            self._serve("PATCH")
-
-        def do_DELETE(self) -> None:
-            self._serve("DELETE")
-
-        def _serve(self, method: str) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            parts = urlsplit(self.path)
-            try:
-                (status, body, headers), record = fake.answer(
-                    method, parts.path, parts.query, dict(self.headers.items()), raw
-                )
-            except Exception as error:  # a bug in the fake: answer, and say where
-                logger.exception("fake ARM failed on %s %s", method, self.path)
-                message = f"The fake ARM server failed: {error!r}"
-                (status, body, headers), record = (500, arm_error("FakeFailure", message), {}), None
-            data = b"" if body is None else json.dumps(body).encode()
-            self.send_response(status)
-            if data:
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("x-ms-request-id", str(uuid.uuid4()))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            if record is not None:
-                record.status = status
-                retry_after = headers.get("Retry-After")
-                record.retry_after = float(retry_after) if retry_after is not None else None
-                record.answered = time.monotonic()
-            self.wfile.write(data)
-
-        def log_message(self, *_: Any) -> None:
-            return
-
-    return Handler

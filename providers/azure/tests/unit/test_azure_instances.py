@@ -14,7 +14,7 @@ import pytest
 import yaml
 from azure.core.exceptions import HttpResponseError
 
-from karpenter_azure.bootstrap import BootstrapOptions, custom_data, node_labels
+from karpenter_azure.bootstrap import BootstrapOptions, custom_data
 from karpenter_azure.clients import AzureClients
 from karpenter_azure.fake_arm import FakeARM, Latency, seed
 from karpenter_azure.instances import TAG_CLUSTER, Instances, LaunchSpec, arm_error
@@ -96,17 +96,6 @@ def test_kubelet_flags_carry_labels_taints_pods_and_the_node_class_settings() ->
     )
     assert "--cpu-manager-policy=static" in flags
     assert "--pod-max-pids=1024" in flags
-
-
-def test_node_admission_refuses_restricted_labels() -> None:
-    assert node_labels(
-        {
-            "node-role.kubernetes.io/worker": "",
-            "example.k8s.io/x": "y",
-            "topology.kubernetes.io/zone": "eastus-1",
-            "team": "infra",
-        }
-    ) == {"topology.kubernetes.io/zone": "eastus-1", "team": "infra"}
 
 
 # -- NIC and VM through the fake ARM server ---------------------------------------------------
