@@ -22,14 +22,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.common import CONDITION_READY, ObjectMeta
 from karpenter_core.cloudprovider.nodeclass import validation_problems
-from karpenter_core.cloudprovider.plugin import ProviderContext
+from karpenter_core.cloudprovider.plugin import NodeClassInfo, ProviderContext
 from karpenter_core.cloudprovider.types import CloudProviderError
 from karpenter_core.operator import logs
 
@@ -123,7 +123,8 @@ class NodeClassStatusController(ABC, Generic[N]):
     """Keeps every NodeClass of one kind resolved, hashed and finalized.
 
     Subclasses set ``model``, ``group``, ``version``, ``kind``, ``plural``, ``finalizer``,
-    ``hash_annotation``, ``hash_version_annotation`` and ``hash_version``; with
+    ``hash_annotation``, ``hash_version_annotation`` and ``hash_version``, or name the kind in
+    the class statement (``info=``, ``hash_version=``, see ``__init_subclass__``); with
     ``restamp_nodeclaims`` a change of hash version gives the NodeClaims of the NodeClass the
     new version (and, unless drifted, the current hash) instead of drifting them.
     """
@@ -139,6 +140,24 @@ class NodeClassStatusController(ABC, Generic[N]):
     hash_version_annotation: str
     hash_version: str
     restamp_nodeclaims = False
+
+    def __init_subclass__(
+        cls, *, info: NodeClassInfo | None = None, hash_version: str | None = None, **kwargs: Any
+    ) -> None:
+        """``class C(NodeClassStatusController[M], info=NODE_CLASS, hash_version="v1")``: the
+        kind's attributes from ``info``, with upstream's names for the finalizer
+        (``<group>/termination``) and the hash annotations (``<group>/<kind>-hash`` and
+        ``<group>/<kind>-hash-version``)."""
+        super().__init_subclass__(**kwargs)
+        if info is not None:
+            cls.model = cast("type[N]", info.model)  # the model the record lists
+            cls.group, cls.version = info.group, info.version
+            cls.kind, cls.plural = info.kind, info.plural
+            cls.finalizer = f"{info.group}/termination"
+            cls.hash_annotation = f"{info.group}/{info.kind.lower()}-hash"
+            cls.hash_version_annotation = f"{cls.hash_annotation}-version"
+        if hash_version is not None:
+            cls.hash_version = hash_version
 
     def __init__(self, context: ProviderContext, resync: timedelta) -> None:
         if context.kube_client is None:

@@ -16,15 +16,19 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
   ``NodeClassBinding`` (a kind read through the context's view: lookup, readiness, launchable).
 - ``fields``: validators of NodeClass model fields (``checked``).
 - ``machines``: cloud machines as the NodeClaims ``create``, ``get`` and ``list`` return.
-- ``launch``: the offering a launch takes (the cheapest a NodeClaim allows) and the labels a
-  kubelet may register its node with.
+- ``launch``: the offering a launch takes (the cheapest a NodeClaim allows), and the labels and
+  the registration taint a kubelet registers its node with.
 - ``nodeclaims``: the NodeClaim calls of a provider's own controllers (list, delete, a Node's
   uid).
 - ``clients``: a provider's cloud clients by name, handed in or built once on first use.
 - ``kubelet``: kubelet flags of a NodeClass's set values, and taints as the kubelet takes them.
 - ``reserved``: node overhead: reservations charged by tiers of a node's size, and the
   kubelet's reservations and eviction thresholds as a NodeClass writes them.
-- ``status``: the NodeClass status controller a provider subclasses.
+- ``kubeletconfig``: upstream Karpenter's kubelet settings model of a NodeClass, with its rules.
+- ``rules``: a validation rule written once for the model (Python) and the CRD (CEL).
+- ``nodeimages``: the node label requirements of a node image in a NodeClass status.
+- ``status``: the NodeClass status controller a provider subclasses, and the steps every
+  ``resolve`` shares (a condition kept across a failed cloud call, the apiserver's gitVersion).
 - ``crds``: NodeClass CRD generation and rendering, and the writer of a provider's shipped CRD
   files (``python -m karpenter_core.sdk.crds <provider>``).
 - ``offerings``: the cache of offerings a cloud recently refused, with their TTLs.
@@ -39,6 +43,9 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
   conditions as manifests).
 - ``testing``: for tests and fakes only (no runtime module imports it): a test certificate
   authority, loopback HTTP(S) servers, and NodeClasses on a real apiserver.
+- ``fakehttp``: for fakes only, like ``testing``: a fake cloud API's JSON request handler, its
+  request log (with the Retry-After check), counted faults, and its life on a server thread or
+  as a process.
 
 Compatibility: a change to these modules either stays compatible (new optional names, new
 optional record fields) or raises ``API_VERSION``; discovery refuses a provider built for

@@ -1,9 +1,10 @@
 """The HTTP plumbing of a fake cloud API: a request handler that answers JSON from a function,
 a thread-safe log of the requests it served (with the check that clients honour Retry-After),
-and counted faults that answer the next requests with an error.
+counted faults that answer the next requests with an error, and the fake's life on a server
+thread or as a process.
 
-Test support, like ``sdk.testing``: only fakes and tests import it (an import-linter contract
-keeps runtime modules from it). Standard library only.
+Test support, like ``sdk.testing`` (whose loopback servers it runs): only fakes and tests import
+it (an import-linter contract keeps runtime modules from it).
 """
 
 from __future__ import annotations
@@ -11,13 +12,17 @@ from __future__ import annotations
 import json
 import logging
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
-from typing import Any
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+from typing import Any, Self
 from urllib.parse import urlsplit
+
+from karpenter_core.sdk.testing import SHUTDOWN_POLL, serve_in_background
 
 __all__ = [
     "RETRY_AFTER_TOLERANCE",
@@ -26,8 +31,10 @@ __all__ = [
     "RequestLog",
     "RequestRecord",
     "Responder",
+    "ServedFake",
     "Violation",
     "json_handler",
+    "serve_until_signalled",
 ]
 
 logger = logging.getLogger(__name__)
@@ -207,3 +214,52 @@ def json_handler(
             return
 
     return Handler
+
+
+class ServedFake:
+    """The life of a fake served by ``_server`` (set by the subclass): on a daemon thread named
+    ``thread_name`` (``start``, or ``with fake:``) or on the calling thread (``serve_forever``),
+    until ``stop``."""
+
+    thread_name = "fake server"
+    _server: ThreadingHTTPServer
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Self:
+        """Serve on a daemon thread; returns self."""
+        if self._thread is None:
+            self._thread = serve_in_background(self._server, self.thread_name)
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve on the calling thread until ``stop`` (from another thread) or an interrupt."""
+        self._server.serve_forever(poll_interval=SHUTDOWN_POLL)
+
+    def stop(self) -> None:
+        """Stop serving and close the listening socket."""
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+
+def serve_until_signalled(fake: ServedFake) -> None:
+    """Serve ``fake`` on the calling thread until SIGINT or SIGTERM, then stop it (a fake's
+    ``python -m`` entry)."""
+
+    def shut_down(_signum: int, _frame: FrameType | None) -> None:
+        threading.Thread(target=fake._server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, shut_down)
+    signal.signal(signal.SIGINT, shut_down)
+    try:
+        fake.serve_forever()
+    finally:
+        fake.stop()

@@ -1,5 +1,5 @@
 """What a provider decides when it launches one machine for a NodeClaim: the offering (the
-cheapest the NodeClaim allows) and the labels its kubelet may register the node with."""
+cheapest the NodeClaim allows), and the labels and taints its kubelet registers the node with."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from collections.abc import Callable, Iterable, Mapping
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.requirements import Requirements
+from karpenter_core.apis.v1.common import Taint
 from karpenter_core.cloudprovider.types import InstanceType, Offering
 
-__all__ = ["cheapest_offering", "kubelet_labels"]
+__all__ = ["cheapest_offering", "kubelet_labels", "registration_taint", "with_registration_taint"]
 
 _CAPACITY_RANK = {wk.CAPACITY_TYPE_SPOT: 0, wk.CAPACITY_TYPE_ON_DEMAND: 1}
 
@@ -64,4 +65,20 @@ def kubelet_labels(labels: Mapping[str, str]) -> dict[str, str]:
         if restricted and key not in _ALLOWED_RESTRICTED:
             continue
         out[key] = value
+    return out
+
+
+def registration_taint() -> Taint:
+    """``karpenter.sh/unregistered:NoExecute``: a node registers with it and Karpenter takes it
+    off once it has registered the node."""
+    return Taint(key=wk.UNREGISTERED_TAINT_KEY, effect=wk.UNREGISTERED_TAINT_EFFECT)
+
+
+def with_registration_taint(taints: Iterable[Taint]) -> list[Taint]:
+    """``taints`` (a NodeClaim's taints and startup taints) and the registration taint, once."""
+    out = list(taints)
+    if not any(
+        (t.key, t.effect) == (wk.UNREGISTERED_TAINT_KEY, wk.UNREGISTERED_TAINT_EFFECT) for t in out
+    ):
+        out.append(registration_taint())
     return out

@@ -31,7 +31,7 @@ from karpenter_core.cloudprovider.nodeclass import (
     stamp_conditions,
     validation_problems,
 )
-from karpenter_core.cloudprovider.plugin import ProviderContext
+from karpenter_core.cloudprovider.plugin import NodeClassInfo, ProviderContext
 from karpenter_core.cloudprovider.types import (
     CloudProviderError,
     CreateError,
@@ -246,6 +246,25 @@ class _Controller(NodeClassStatusController[_NodeClass]):
     def release(self, node_class: _NodeClass) -> bool:
         self.released.append(node_class.metadata.name or "")
         return not self.hold
+
+
+def test_a_subclass_names_its_kind_in_the_class_statement() -> None:
+    info = NodeClassInfo(_NodeClass, GROUP, "v1", KIND, "testnodeclasses")
+
+    class Named(_Controller, info=info, hash_version="v3"):
+        pass
+
+    assert (Named.model, Named.group, Named.version, Named.kind, Named.plural) == (
+        _NodeClass,
+        GROUP,
+        "v1",
+        KIND,
+        "testnodeclasses",
+    )
+    assert Named.finalizer == f"{GROUP}/termination"
+    assert Named.hash_annotation == f"{GROUP}/testnodeclass-hash"
+    assert Named.hash_version_annotation == f"{GROUP}/testnodeclass-hash-version"
+    assert (Named.hash_version, _Controller.hash_version) == ("v3", "v2")
 
 
 @pytest.fixture

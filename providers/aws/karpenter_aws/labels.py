@@ -37,8 +37,6 @@ ANNOTATION_NODECLASS_HASH = f"{GROUP}/ec2nodeclass-hash"
 ANNOTATION_NODECLASS_HASH_VERSION = f"{GROUP}/ec2nodeclass-hash-version"
 ANNOTATION_INSTANCE_PROFILE = f"{GROUP}/instance-profile"
 
-TERMINATION_FINALIZER = f"{GROUP}/termination"
-
 TAG_CLUSTER_PREFIX = "kubernetes.io/cluster/"
 TAG_NODEPOOL = "karpenter.sh/nodepool"
 TAG_NODECLAIM = "karpenter.sh/nodeclaim"

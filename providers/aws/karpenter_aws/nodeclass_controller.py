@@ -20,7 +20,6 @@ from typing import Any, NamedTuple, TypeVar
 from karpenter_aws.amis import AMIResolver
 from karpenter_aws.errors import AWS_ERRORS, describe_error
 from karpenter_aws.instanceprofile import InstanceProfiles
-from karpenter_aws.labels import TERMINATION_FINALIZER
 from karpenter_aws.nodeclass import (
     CONDITION_AMIS_READY,
     CONDITION_INSTANCE_PROFILE_READY,
@@ -28,13 +27,8 @@ from karpenter_aws.nodeclass import (
     CONDITION_SUBNETS_READY,
     CONDITION_TYPES,
     CONDITION_VALIDATION_SUCCEEDED,
-    GROUP,
-    HASH_ANNOTATION,
     HASH_VERSION,
-    HASH_VERSION_ANNOTATION,
-    KIND,
-    PLURAL,
-    VERSION,
+    NODE_CLASS,
     AMIStatus,
     EC2NodeClass,
     EC2NodeClassStatus,
@@ -209,21 +203,14 @@ def kubernetes_minor_version(version_info: Mapping[str, Any]) -> str:
     return f"{major}.{minor}"
 
 
-class NodeClassController(NodeClassStatusController[EC2NodeClass]):
+class NodeClassController(
+    NodeClassStatusController[EC2NodeClass], info=NODE_CLASS, hash_version=HASH_VERSION
+):
     """Keeps every EC2NodeClass's status resolved against EC2, SSM and IAM.
 
     ``provider`` needs ``settings`` (``AWSSettings``) and ``clients`` (``AWSClients``).
     """
 
-    model = EC2NodeClass
-    group = GROUP
-    version = VERSION
-    kind = KIND
-    plural = PLURAL
-    finalizer = TERMINATION_FINALIZER
-    hash_annotation = HASH_ANNOTATION
-    hash_version_annotation = HASH_VERSION_ANNOTATION
-    hash_version = HASH_VERSION
     restamp_nodeclaims = True
 
     def __init__(self, context: ProviderContext, provider: Any) -> None:

@@ -33,9 +33,9 @@ from karpenter_aws.nodeclass import (
     EC2NodeClass,
     KubeletConfiguration,
 )
-from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.common import Taint
 from karpenter_core.sdk.kubelet import kubelet_flags, taint_text
+from karpenter_core.sdk.launch import with_registration_taint
 
 __all__ = [
     "BOUNDARY",
@@ -45,7 +45,6 @@ __all__ = [
     "BootstrapOptions",
     "UserDataError",
     "build_user_data",
-    "registration_taint",
     "to_toml",
 ]
 
@@ -61,11 +60,6 @@ _WINDOWS_FAMILIES = (AMI_FAMILY_WINDOWS2019, AMI_FAMILY_WINDOWS2022, AMI_FAMILY_
 
 class UserDataError(ValueError):
     """The EC2NodeClass's ``spec.userData`` cannot be read in its AMI family's format."""
-
-
-def registration_taint() -> Taint:
-    """``karpenter.sh/unregistered:NoExecute``: nodes register with it and Karpenter removes it."""
-    return Taint(key=wk.UNREGISTERED_TAINT_KEY, effect=wk.UNREGISTERED_TAINT_EFFECT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +122,7 @@ class BootstrapOptions:
 
     def all_taints(self) -> list[Taint]:
         """``taints`` plus the registration taint (once)."""
-        taints = list(self.taints)
-        if not any(
-            t.key == wk.UNREGISTERED_TAINT_KEY and t.effect == wk.UNREGISTERED_TAINT_EFFECT
-            for t in taints
-        ):
-            taints.append(registration_taint())
-        return taints
+        return with_registration_taint(self.taints)
 
     def dns_ips(self) -> list[str]:
         """The cluster DNS addresses: the kubelet's clusterDNS, else ``cluster_dns``."""

@@ -38,13 +38,8 @@ from karpenter_azure.nodeclass import (
     CONDITION_SUBNETS_READY,
     CONDITION_TYPES,
     CONDITION_VALIDATION_SUCCEEDED,
-    GROUP,
-    HASH_ANNOTATION,
     HASH_VERSION,
-    HASH_VERSION_ANNOTATION,
-    KIND,
-    PLURAL,
-    VERSION,
+    NODE_CLASS,
     AKSNodeClass,
     AKSNodeClassStatus,
     NodeImage,
@@ -63,7 +58,6 @@ from karpenter_core.sdk.status import (
 __all__ = [
     "DEFAULT_RESYNC",
     "ERROR_RETRY",
-    "TERMINATION_FINALIZER",
     "NodeClassController",
     "SubnetGetter",
     "SubnetID",
@@ -72,8 +66,6 @@ __all__ = [
     "subnet_getter",
 ]
 
-TERMINATION_FINALIZER = f"{GROUP}/termination"
-"""Finalizer held on an AKSNodeClass until no NodeClaim uses it."""
 DEFAULT_RESYNC = timedelta(minutes=3)
 """How often an unchanged AKSNodeClass is resolved again (upstream's subnet check interval)."""
 _MANAGED_VNET = re.compile(r"(?i)^aks-vnet-\d{8}$")
@@ -268,7 +260,9 @@ def resolve_status(
     return resolved_status(status, outcomes)
 
 
-class NodeClassController(NodeClassStatusController[AKSNodeClass]):
+class NodeClassController(
+    NodeClassStatusController[AKSNodeClass], info=NODE_CLASS, hash_version=HASH_VERSION
+):
     """Keeps every AKSNodeClass's status resolved against the apiserver and Azure.
 
     ``images`` resolves node images; ``get_subnet`` reads a subnet (``subnet_getter`` of the
@@ -276,15 +270,6 @@ class NodeClassController(NodeClassStatusController[AKSNodeClass]):
     ``node_resource_group`` its node resource group.
     """
 
-    model = AKSNodeClass
-    group = GROUP
-    version = VERSION
-    kind = KIND
-    plural = PLURAL
-    finalizer = TERMINATION_FINALIZER
-    hash_annotation = HASH_ANNOTATION
-    hash_version_annotation = HASH_VERSION_ANNOTATION
-    hash_version = HASH_VERSION
     restamp_nodeclaims = True
 
     def __init__(

@@ -4,8 +4,8 @@ GKE's node image reads ``kube-env`` (the kubelet's flags under ``KUBELET_ARGS``,
 certificates) and ``kube-labels`` from the instance metadata. A launch copies them, with the
 network interfaces, network tags, labels and service account, from the instance template of one
 of the cluster's node pools (whose instance group is ``<template>-grp``), then writes the node's
-labels, taints, max pods and zone, and adds the GCENodeClass's metadata (which may not name the
-keys the bootstrap owns).
+labels, taints, max pods, kubelet settings and zone, and adds the GCENodeClass's metadata
+(which may not name the keys the bootstrap owns).
 """
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
 from google.api_core import exceptions
 
-from karpenter_core.sdk.types import CloudProviderError
+from karpenter_core.apis import labels as wk
+from karpenter_core.sdk.launch import kubelet_labels
+from karpenter_core.sdk.types import CloudProviderError, Offering
 from karpenter_gcp.errors import RETRY
 
-__all__ = ["NodeTemplate", "node_metadata", "read_template"]
+__all__ = ["NodeTemplate", "node_labels", "node_metadata", "read_template"]
 
 POOL_LABELS = ("cloud.google.com/gke-nodepool", "goog-k8s-node-pool-name")
 """The node pool's own identity: not copied onto a Karpenter node."""
@@ -71,6 +74,19 @@ def read_template(
     return NodeTemplate.from_template(json.loads(type(template).to_json(template)))
 
 
+def node_labels(
+    labels: Mapping[str, str], instance_type: str, offering: Offering
+) -> dict[str, str]:
+    """The labels a node registers with: the NodeClaim's ``labels``, its offering's, and GKE's
+    provisioning labels (as GKE's spot nodes have them), those node admission allows."""
+    spot = offering.capacity_type == wk.CAPACITY_TYPE_SPOT
+    gke = {"cloud.google.com/gke-provisioning": "spot" if spot else "standard"}
+    offered = {wk.INSTANCE_TYPE: instance_type, wk.TOPOLOGY_ZONE: offering.zone}
+    offered[wk.CAPACITY_TYPE] = offering.capacity_type
+    spot_label = {"cloud.google.com/gke-spot": "true"} if spot else {}
+    return kubelet_labels({**labels, **offered, **gke, **spot_label})
+
+
 def node_metadata(
     template: NodeTemplate,
     labels: Mapping[str, str],
@@ -78,10 +94,12 @@ def node_metadata(
     max_pods: int,
     zone: str,
     custom: Mapping[str, str],
+    kubelet: Mapping[str, Any],
 ) -> dict[str, str]:
     """The instance metadata: the template's with ``custom`` added; ``labels`` join the
     template's node labels (the node pool's own left out), ``taints`` and ``max_pods`` replace
-    its, and ``kube-env`` gets the ``ZONE``."""
+    its, ``kubelet`` (KubeletConfiguration fields) goes over its ``kubelet-config``, and
+    ``kube-env`` gets the ``ZONE``."""
     inherited = _pairs(template.metadata.get("kube-labels", "").split(","), "=")
     merged = {k: v for k, v in inherited.items() if k not in POOL_LABELS} | dict(labels)
     label_text = ",".join(f"{k}={v}" for k, v in sorted(merged.items()))
@@ -91,7 +109,15 @@ def node_metadata(
     args = _pairs(env.splitlines(), ": ").get("KUBELET_ARGS", "").split()
     kept = [flag for flag in args if not flag.startswith(_OWNED_FLAGS)]
     env = _set(env, "KUBELET_ARGS", " ".join([*kept, *flags]))
-    return {**template.metadata, **custom, "kube-labels": label_text, "kube-env": env}
+    config = yaml.safe_load(template.metadata.get("kubelet-config", "")) or {}
+    config = {**config, **kubelet, "maxPods": max_pods}
+    return {
+        **template.metadata,
+        **custom,
+        "kube-labels": label_text,
+        "kube-env": env,
+        "kubelet-config": yaml.safe_dump(config, sort_keys=False),
+    }
 
 
 def _pairs(parts: Sequence[str], separator: str) -> dict[str, str]:

@@ -109,16 +109,10 @@ def machine_type(api: Any, zones: Iterable[str]) -> MachineType:
     gpus = list(api.accelerators)
     gpu = gpus[0].guest_accelerator_type if gpus else ""
     arch = "arm64" if api.architecture == "ARM64" else "amd64"
-    return MachineType(
-        name=api.name,
-        vcpus=api.guest_cpus,
-        memory_mib=api.memory_mb,
-        zones=tuple(sorted(zones)),
-        architecture=arch,
-        gpu_name=gpu,
-        gpu_count=sum(g.guest_accelerator_count for g in gpus),
-        gpu_memory_mib=gpu_memory_mib(gpu),
-    )
+    count = sum(g.guest_accelerator_count for g in gpus)
+    zones = tuple(sorted(zones))
+    return MachineType(api.name, api.guest_cpus, api.memory_mb, zones, arch, gpu, count,
+                       gpu_memory_mib(gpu))  # fmt: skip
 
 
 def live_machine_types(clients: Any, region: str) -> list[MachineType]:

@@ -3,8 +3,8 @@ caller): google-cloud-compute's REST clients, google-cloud-billing's Cloud Catal
 and an authorized session for GKE's node pool read.
 
 Credentials are google-auth's application default credentials (Workload Identity on GKE). An
-``endpoint`` sends every call there instead of Google's APIs (the fake GCE server in tests,
-with anonymous credentials unless others are given).
+``endpoint`` sends every call there instead of Google's APIs (the fake GCE server in tests),
+with anonymous credentials unless others are given.
 """
 
 from __future__ import annotations
@@ -28,27 +28,39 @@ COMPUTE = {
 """The Compute v1 clients by name: the class of ``google.cloud.compute_v1`` each is."""
 CLIENTS = ("credentials", *COMPUTE, "billing", "session")
 """Client names a caller may hand in through ``ProviderContext.clients``."""
-SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 CONTAINER_API = "https://container.googleapis.com"
 _TIMEOUT = 30.0
 
 
-class GCPClients:
-    """The Compute, Cloud Billing and GKE clients of ``project``, each created on first use;
-    given clients are used as they are."""
+class _Client:
+    """A client of ``GCPClients`` by its attribute's name, built on first use."""
 
-    def __init__(
-        self,
-        project: str,
-        *,
-        endpoint: str | None = None,
-        credentials: Any = None,
-        given: Mapping[str, Any] | None = None,
-    ) -> None:
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, clients: GCPClients, owner: type | None = None) -> Any:
+        return clients._clients.get(self.name)
+
+
+class GCPClients:
+    """The Compute, Cloud Billing and GKE clients of ``project``, each created on first use
+    (given ones used as they are): ``credentials`` (google-auth), the ``compute_v1`` clients of
+    ``COMPUTE`` and ``billing`` (``billing_v1.CloudCatalogClient``, REST)."""
+
+    credentials = _Client()
+    instances = _Client()
+    zone_operations = _Client()
+    machine_types = _Client()
+    zones = _Client()
+    images = _Client()
+    subnetworks = _Client()
+    instance_templates = _Client()
+    billing = _Client()
+
+    def __init__(self, project: str, endpoint: str | None, given: Mapping[str, Any]) -> None:
         self.project = project
         self.endpoint = endpoint
-        if credentials is not None:
-            given = {"credentials": credentials, **(given or {})}
         self._clients = CloudClients("GCP", CLIENTS, given, self._build)
 
     @classmethod
@@ -62,80 +74,32 @@ class GCPClients:
     ) -> GCPClients:
         """The clients of ``project``: against ``endpoint`` (a URL, ``http://`` allowed) with
         anonymous credentials unless ``credentials`` are given; else against Google's APIs with
-        the application default credentials."""
-        return cls(project, endpoint=endpoint, credentials=credentials, given=given)
-
-    @property
-    def credentials(self) -> Any:
-        """The google-auth credentials every client uses."""
-        return self._clients.get("credentials")
-
-    @property
-    def instances(self) -> Any:
-        """``compute_v1.InstancesClient``."""
-        return self._clients.get("instances")
-
-    @property
-    def zone_operations(self) -> Any:
-        """``compute_v1.ZoneOperationsClient``."""
-        return self._clients.get("zone_operations")
-
-    @property
-    def machine_types(self) -> Any:
-        """``compute_v1.MachineTypesClient``."""
-        return self._clients.get("machine_types")
-
-    @property
-    def zones(self) -> Any:
-        """``compute_v1.ZonesClient``."""
-        return self._clients.get("zones")
-
-    @property
-    def images(self) -> Any:
-        """``compute_v1.ImagesClient``."""
-        return self._clients.get("images")
-
-    @property
-    def subnetworks(self) -> Any:
-        """``compute_v1.SubnetworksClient``."""
-        return self._clients.get("subnetworks")
-
-    @property
-    def instance_templates(self) -> Any:
-        """``compute_v1.InstanceTemplatesClient``."""
-        return self._clients.get("instance_templates")
-
-    @property
-    def billing(self) -> Any:
-        """``billing_v1.CloudCatalogClient`` (REST transport)."""
-        return self._clients.get("billing")
+        the application default credentials. ``given``: clients by name, used as they are."""
+        extra = {} if credentials is None else {"credentials": credentials}
+        return cls(project, endpoint, {**(given or {}), **extra})
 
     def node_pool(self, location: str, cluster: str, name: str) -> dict[str, Any]:
         """GKE's node pool ``name`` of ``cluster`` in ``location`` (container v1 NodePool
         JSON); ``google.api_core.exceptions.GoogleAPICallError`` when it cannot be read."""
         from google.api_core import exceptions
 
-        base = self.endpoint or CONTAINER_API
-        url = (
-            f"{base.rstrip('/')}/v1/projects/{self.project}/locations/{location}"
-            f"/clusters/{cluster}/nodePools/{name}"
-        )
-        response = self._clients.get("session").get(url, timeout=_TIMEOUT)
+        base = (self.endpoint or CONTAINER_API).rstrip("/")
+        path = f"projects/{self.project}/locations/{location}/clusters/{cluster}/nodePools/{name}"
+        response = self._clients.get("session").get(f"{base}/v1/{path}", timeout=_TIMEOUT)
         if response.status_code >= 400:
             raise exceptions.from_http_response(response)
         pool: dict[str, Any] = response.json()
         return pool
 
     def _build(self, name: str) -> Any:
-        """The credentials, or the client ``name`` (it takes the credentials)."""
+        """The credentials, the session or the client ``name`` (they take the credentials)."""
         if name == "credentials":
             import google.auth
             from google.auth.credentials import AnonymousCredentials
 
             if self.endpoint:
                 return AnonymousCredentials()
-            credentials, _ = google.auth.default(scopes=list(SCOPES))
-            return credentials
+            return google.auth.default(scopes=SCOPES)[0]
         if name == "session":
             from google.auth.transport.requests import AuthorizedSession
 

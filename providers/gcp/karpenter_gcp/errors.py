@@ -9,12 +9,15 @@ mark an offering.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 
 from google.api_core import exceptions
+from google.api_core.exceptions import InternalServerError, ServiceUnavailable, TooManyRequests
 from google.api_core.retry import Retry
 
+from karpenter_core.apis import labels as wk
 from karpenter_core.sdk.offerings import UNAVAILABLE_OFFERINGS_TTL, UnavailableOfferings
 from karpenter_core.sdk.types import (
     CloudProviderError,
@@ -24,23 +27,18 @@ from karpenter_core.sdk.types import (
     Offering,
 )
 
-__all__ = ["QUOTA_TTL", "RETRY", "error_codes", "launch_error", "retryable"]
+__all__ = ["QUOTA_TTL", "RETRY", "calling", "error_codes", "launch_error", "retryable"]
 
-STOCKOUTS = frozenset(
-    f"{kind}{suffix}"
-    for kind in ("ZONE_RESOURCE_POOL_EXHAUSTED", "IP_SPACE_EXHAUSTED")
-    for suffix in ("", "_WITH_DETAILS")
-) | {"RESOURCE_POOL_EXHAUSTED", "STOCKOUT"}
-"""A zone has no capacity for the type (or the subnetwork no addresses left)."""
+STOCKOUTS = frozenset({"ZONE_RESOURCE_POOL_EXHAUSTED", "RESOURCE_POOL_EXHAUSTED", "STOCKOUT"})
+"""A zone has no capacity for the type (each code also with ``_WITH_DETAILS``)."""
+IP_SPACE = "IP_SPACE_EXHAUSTED"
+IP_SPACE_TTL = timedelta(seconds=30)
+"""The (regional) node subnetwork has no address left: nothing launches for a while."""
 QUOTAS = frozenset({"QUOTA_EXCEEDED", "quotaExceeded"})
 QUOTA_TTL = timedelta(minutes=10)
 """A regional quota is used up for the type's family (or for spot); it may free up later."""
 _THROTTLED = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"})
-_TRANSIENT = (
-    exceptions.TooManyRequests,
-    exceptions.ServiceUnavailable,
-    exceptions.InternalServerError,
-)
+_TRANSIENT = (TooManyRequests, ServiceUnavailable, InternalServerError)
 
 
 def error_codes(error: object) -> list[tuple[str, str]]:
@@ -49,6 +47,8 @@ def error_codes(error: object) -> list[tuple[str, str]]:
     if isinstance(error, exceptions.GoogleAPICallError):
         listed = [(str(e.get("reason", "")), str(e.get("message", ""))) for e in error.errors]
         return listed or [(error.reason or "", error.message or str(error))]
+    if isinstance(error, exceptions.GoogleAPIError):  # retries given up, a transport failure
+        return [("", str(error))]
     errors = getattr(getattr(error, "error", None), "errors", None) or ()
     return [(str(e.code), str(e.message)) for e in errors]
 
@@ -59,6 +59,16 @@ def retryable(error: BaseException) -> bool:
         return True
     is_api = isinstance(error, exceptions.GoogleAPICallError)
     return is_api and any(code in _THROTTLED for code, _ in error_codes(error))
+
+
+@contextmanager
+def calling(what: str) -> Iterator[None]:
+    """A failed Compute call (its retries given up) raised as ``CloudProviderError`` on
+    ``what``."""
+    try:
+        yield
+    except exceptions.GoogleAPIError as error:
+        raise CloudProviderError(f"{what}: {error}") from None
 
 
 RETRY = Retry(predicate=retryable, initial=0.5, maximum=10.0, multiplier=2.0, timeout=60.0)
@@ -74,16 +84,20 @@ def launch_error(
 ) -> CloudProviderError:
     """What launching instance ``name`` as ``offering`` raises after failing with ``codes``:
     ``InsufficientCapacity`` when they say there is no capacity or quota, after marking the
-    offering (a stockout), the type in every zone (a regional quota) or every spot offering (the
-    spot vCPU quota); else ``CreateError``."""
+    offering (a stockout), every offering (no address left), the type in every zone (a regional
+    quota) or every spot offering (the spot vCPU quota); else ``CreateError``."""
     capacity_type, zone, type_name = offering.capacity_type, offering.zone, instance_type.name
     for code, message in codes:
-        if code in STOCKOUTS:
+        if code.removesuffix("_WITH_DETAILS") in STOCKOUTS:
             unavailable.mark(capacity_type, type_name, zone, code, UNAVAILABLE_OFFERINGS_TTL)
             return InsufficientCapacity(f"{type_name} in {zone}: {code}: {message}")
+        if code.removesuffix("_WITH_DETAILS") == IP_SPACE:
+            for each in (wk.CAPACITY_TYPE_ON_DEMAND, wk.CAPACITY_TYPE_SPOT):
+                unavailable.mark_capacity_type(each, code, IP_SPACE_TTL)
+            return InsufficientCapacity(f"the node subnetwork has no address left: {message}")
         if code not in QUOTAS:
             continue
-        if capacity_type == "spot" and re.search(r"PREEMPTIBLE_\w*CPUS", message):
+        if capacity_type == wk.CAPACITY_TYPE_SPOT and re.search(r"PREEMPTIBLE_\w*CPUS", message):
             unavailable.mark_capacity_type(capacity_type, code, QUOTA_TTL)
         else:
             zones = {o.zone for o in instance_type.offerings if o.capacity_type == capacity_type}

@@ -18,10 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from google.api_core.exceptions import NotFound
+
 from karpenter_core.apis.labels import ARCH, ARCH_AMD64, ARCH_ARM64
+from karpenter_gcp.instancetype import GPU_COUNT
 from karpenter_gcp.nodeclass import (
     COS,
-    GROUP,
     UBUNTU,
     UBUNTU2404,
     GCENodeClass,
@@ -32,7 +34,8 @@ from karpenter_gcp.nodeclass import (
 
 COS_PROJECT = "gke-node-images"
 UBUNTU_PROJECT = "ubuntu-os-gke-cloud"
-_GPU_COUNT = f"{GROUP}/instance-gpu-count"
+_COS_IMAGES = f"projects/{COS_PROJECT}/global/images"
+_UBUNTU_IMAGES = f"projects/{UBUNTU_PROJECT}/global/images"
 _ARCHITECTURES = {"X86_64": ARCH_AMD64, "ARM64": ARCH_ARM64}
 _RETIRED = ("DEPRECATED", "OBSOLETE", "DELETED")
 _COS_SKIP = ("arm64", "kmod", "nvda", "gvisor", "-test", "cgpv1")
@@ -64,22 +67,25 @@ def fetch_images(images_client: Any, project: str, prefix: str) -> list[ListedIm
 
 
 def fetch_image(images_client: Any, source_image: str) -> ListedImage:
-    """The image ``projects/<p>/global/images/<name>`` (Compute images.get)."""
+    """The image ``projects/<p>/global/images/<name>`` (Compute images.get); a missing one is
+    an ``ImageResolutionError``."""
     match = re.fullmatch(r"projects/([^/]+)/global/images/([^/]+)", source_image)
     if match is None:
         raise ImageResolutionError(
             f"image id {source_image!r} is not projects/<p>/global/images/<name>"
         )
-    return _listed(images_client.get(project=match[1], image=match[2]))
+    try:
+        return _listed(images_client.get(project=match[1], image=match[2]))
+    except NotFound as error:
+        raise ImageResolutionError(f"image {source_image} not found") from error
 
 
-def _requirements(arch: str, gpu: str | None) -> list[NodeSelectorRequirement]:
+def _image(source: str, arch: str, gpu: str | None) -> Image:
+    """``source`` for instance types of ``arch``, with (Exists) or without (DoesNotExist) GPUs
+    when ``gpu`` says."""
     wanted = [NodeSelectorRequirement(key=ARCH, operator="In", values=[arch])]
-    return wanted + ([NodeSelectorRequirement(key=_GPU_COUNT, operator=gpu)] if gpu else [])
-
-
-def _path(project: str, name: str) -> str:
-    return f"projects/{project}/global/images/{name}"
+    gpus = [NodeSelectorRequirement(key=GPU_COUNT, operator=gpu)] if gpu else []
+    return Image(source_image=source, requirements=wanted + gpus)
 
 
 def _version_key(kubernetes_version: str, parts: int, sep: str) -> str:
@@ -98,18 +104,14 @@ def choose_cos(version: str, listed: Sequence[ListedImage]) -> list[Image]:
     base = max(usable, key=lambda image: image.created).name
     if version != "latest":
         base = re.sub(r"cos-\d+-[\d-]+-c-pre", f"cos-{version.replace('.', '-')}-c-pre", base)
-    names = {image.name for image in listed if not image.retired}
+    names = {image.name for image in listed}  # a pinned build may be deprecated, not gone
+    arm64 = re.sub(r"-cos-(\d+-\d+-\d+-\d+-c-pre)$", r"-cos-arm64-\1", base)
     twins = [
-        (base, _requirements(ARCH_AMD64, "DoesNotExist")),
-        (
-            re.sub(r"-cos-(\d+-\d+-\d+-\d+-c-pre)$", r"-cos-arm64-\1", base),
-            _requirements(ARCH_ARM64, "DoesNotExist"),
-        ),
-        (base.replace("-pre", "-nvda"), _requirements(ARCH_AMD64, "Exists")),
+        (base, ARCH_AMD64, "DoesNotExist"),
+        (arm64, ARCH_ARM64, "DoesNotExist"),
+        (base.replace("-pre", "-nvda"), ARCH_AMD64, "Exists"),
     ]
-    found = [
-        Image(source_image=_path(COS_PROJECT, n), requirements=r) for n, r in twins if n in names
-    ]
+    found = [_image(f"{_COS_IMAGES}/{n}", arch, gpu) for n, arch, gpu in twins if n in names]
     if not found:
         raise ImageResolutionError(f"no ContainerOptimizedOS image {base} in {COS_PROJECT}")
     return found
@@ -131,10 +133,8 @@ def choose_ubuntu(release: str, version: str, listed: Sequence[ListedImage]) -> 
                 f"no ubuntu-gke-{release} {arch} image for version {version!r} in {UBUNTU_PROJECT}"
             )
         name = max(fits, key=lambda image: image.created).name
-        gpu = "DoesNotExist" if arch == ARCH_ARM64 else None
-        chosen.append(
-            Image(source_image=_path(UBUNTU_PROJECT, name), requirements=_requirements(arch, gpu))
-        )
+        gpu = "DoesNotExist" if arch == ARCH_ARM64 else None  # GPU types are all amd64
+        chosen.append(_image(f"{_UBUNTU_IMAGES}/{name}", arch, gpu))
     return chosen
 
 
@@ -145,7 +145,7 @@ def _term_images(
         arch = _ARCHITECTURES.get(fetch_image(images_client, term.id).architecture)
         if arch is None:
             raise ImageResolutionError(f"image {term.id} has no supported architecture")
-        return [Image(source_image=term.id, requirements=_requirements(arch, None))]
+        return [_image(term.id, arch, None)]
     family, _, version = (term.alias or "").partition("@")
     family = UBUNTU2404 if family == UBUNTU else family or term.family or COS
     version = version or term.version or "latest"  # a channel follows the cluster's version

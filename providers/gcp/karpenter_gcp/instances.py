@@ -30,7 +30,7 @@ from karpenter_core.apis import labels as wk
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.sdk.catalog import RefreshedData
 from karpenter_core.sdk.kubelet import taint_text
-from karpenter_core.sdk.launch import cheapest_offering, kubelet_labels
+from karpenter_core.sdk.launch import cheapest_offering, with_registration_taint
 from karpenter_core.sdk.machines import Machine
 from karpenter_core.sdk.offerings import UnavailableOfferings
 from karpenter_core.sdk.types import (
@@ -43,8 +43,10 @@ from karpenter_core.sdk.types import (
     Requirements,
     launch_request,
 )
-from karpenter_gcp.bootstrap import NodeTemplate, node_metadata, read_template
-from karpenter_gcp.errors import RETRY, error_codes, launch_error
+from karpenter_gcp.bootstrap import NodeTemplate, node_labels, node_metadata, read_template
+from karpenter_gcp.clients import GCPClients
+from karpenter_gcp.errors import RETRY, calling, error_codes, launch_error
+from karpenter_gcp.instancetype import GPU_COUNT
 from karpenter_gcp.nodeclass import GCENodeClass
 from karpenter_gcp.settings import GCPSettings
 
@@ -54,7 +56,6 @@ LABEL_CLUSTER = "goog-k8s-cluster-name"
 """GKE's label of the cluster an instance belongs to (its name)."""
 LABEL_NODEPOOL, LABEL_NODECLAIM = "karpenter-sh-nodepool", "karpenter-sh-nodeclaim"
 LABEL_NODECLASS = "karpenter-k8s-gcp-gcenodeclass"
-LABEL_GPU_COUNT = "karpenter.k8s.gcp/instance-gpu-count"
 IMAGE_METADATA = "karpenter-source-image"
 """Metadata naming the boot image (an instance read back does not)."""
 GONE = frozenset({"STOPPING", "TERMINATED"})
@@ -96,20 +97,18 @@ def instance_body(
     """The instance (Compute API JSON) launched for ``nodeclaim`` as ``offering``."""
     spec, zone, name = node_class.spec, offering.zone, nodeclaim.metadata.name or ""
     spot = offering.capacity_type == wk.CAPACITY_TYPE_SPOT
-    gpus = instance_type.requirements.labels().get(LABEL_GPU_COUNT, "0")
-    node_labels = {
-        **nodeclaim.metadata.labels,
-        wk.INSTANCE_TYPE: instance_type.name,
-        wk.TOPOLOGY_ZONE: zone,
-        wk.CAPACITY_TYPE: offering.capacity_type,
-        "cloud.google.com/gke-provisioning": "spot" if spot else "standard",
-    } | ({"cloud.google.com/gke-spot": "true"} if spot else {})
+    gpus = instance_type.requirements.labels().get(GPU_COUNT, "0")
     max_pods = instance_type.capacity.get("pods", 110_000) // 1000
-    taints = [taint_text(t) for t in (*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints)]
+    claimed = (*nodeclaim.spec.taints, *nodeclaim.spec.startup_taints)
+    taints = [taint_text(t) for t in with_registration_taint(claimed)]
+    labels = node_labels(nodeclaim.metadata.labels, instance_type.name, offering)
     image = _image(node_class, instance_type)
-    metadata = node_metadata(
-        template, kubelet_labels(node_labels), taints, max_pods, zone, spec.metadata
-    ) | {IMAGE_METADATA: image}
+    kubelet = spec.kubelet_configuration
+    settings_of = (
+        kubelet.model_dump(by_alias=True, exclude_none=True, mode="json") if kubelet else {}
+    )
+    metadata = node_metadata(template, labels, taints, max_pods, zone, spec.metadata, settings_of)
+    metadata[IMAGE_METADATA] = image
     accounts = [dict(a) for a in template.service_accounts]
     if spec.service_account or settings.service_account:
         email = spec.service_account or settings.service_account
@@ -160,20 +159,10 @@ def _disk(zone: str, size: int | None, category: str | None, image: str = "") ->
     local SSD."""
     params: dict[str, Any] = {"diskType": f"zones/{zone}/diskTypes/{category or 'pd-balanced'}"}
     if category == "local-ssd":
-        return {
-            "type": "SCRATCH",
-            "interface": "NVME",
-            "autoDelete": True,
-            "initializeParams": params,
-        }
+        return dict(type="SCRATCH", interface="NVME", autoDelete=True, initializeParams=params)
     params["diskSizeGb"] = str(size or 100)
     params |= {"sourceImage": image} if image else {}
-    return {
-        "boot": bool(image),
-        "autoDelete": True,
-        "type": "PERSISTENT",
-        "initializeParams": params,
-    }
+    return dict(boot=bool(image), autoDelete=True, type="PERSISTENT", initializeParams=params)
 
 
 def _interface(node_class: GCENodeClass, nic: Mapping[str, Any], max_pods: int) -> dict[str, Any]:
@@ -220,13 +209,13 @@ def message_json(message: Any) -> dict[str, Any]:
 
 
 class Instances:
-    """The cluster's instances in ``zones``, through ``clients`` (``instances``,
+    """The cluster's instances in the region's ``zones``, through ``clients`` (``instances``,
     ``zone_operations``; ``node_pool`` and ``instance_templates`` for the node pool's template,
     read on first use and every ``TEMPLATE_REFRESH``)."""
 
     def __init__(
         self,
-        clients: Any,
+        clients: GCPClients,
         settings: GCPSettings,
         zones: Iterable[str],
         unavailable: UnavailableOfferings,
@@ -269,12 +258,13 @@ class Instances:
 
     def find(self, zone: str, name: str) -> Machine | None:
         """The instance ``name`` in ``zone``, or None when there is none."""
-        try:
-            found = self._clients.instances.get(
-                project=self._project, zone=zone, instance=name, retry=RETRY
-            )
-        except exceptions.NotFound:
-            return None
+        with calling(f"reading instance {name} in {zone}"):
+            try:
+                found = self._clients.instances.get(
+                    project=self._project, zone=zone, instance=name, retry=RETRY
+                )
+            except exceptions.NotFound:
+                return None
         return machine_of(self._project, message_json(found))
 
     def get(self, value: str) -> Machine:
@@ -289,25 +279,27 @@ class Instances:
     def list(self) -> builtins.list[Machine]:
         """The cluster's instances with a NodePool label (not those on their way out)."""
         label = f"labels.{LABEL_CLUSTER}={self._settings.cluster_name}"
-        machines = (
-            machine_of(self._project, message_json(item))
-            for zone in self._zones
-            for item in self._clients.instances.list(
-                request={"project": self._project, "zone": zone, "filter": label}, retry=RETRY
-            )
-        )
+        with calling("listing the cluster's instances"):
+            machines = [
+                machine_of(self._project, message_json(item))
+                for zone in self._zones
+                for item in self._clients.instances.list(
+                    request={"project": self._project, "zone": zone, "filter": label}, retry=RETRY
+                )
+            ]
         return [m for m in machines if m.nodepool and not m.deleting]
 
     def delete(self, value: str) -> None:
         """Start deleting the instance of providerID ``value`` (its disks go with it);
         ``NodeClaimNotFound`` once it is gone or going."""
         machine = self.get(value)
-        try:
-            self._clients.instances.delete_unary(
-                project=self._project, zone=machine.zone, instance=machine.id, retry=RETRY
-            )
-        except exceptions.NotFound:
-            raise NodeClaimNotFound(f"instance {machine.id!r} is gone") from None
+        with calling(f"deleting instance {machine.id}"):
+            try:
+                self._clients.instances.delete_unary(
+                    project=self._project, zone=machine.zone, instance=machine.id, retry=RETRY
+                )
+            except exceptions.NotFound:
+                raise NodeClaimNotFound(f"instance {machine.id!r} is gone") from None
         log.info("deleting instance", extra={"instance": machine.id, "zone": machine.zone})
 
     def _launch(
@@ -324,7 +316,7 @@ class Instances:
             operation = self._clients.instances.insert_unary(request=request, retry=RETRY)
         except exceptions.Conflict:
             return self.get(provider_id(self._project, offering.zone, body["name"]))
-        except exceptions.GoogleAPICallError as error:
+        except exceptions.GoogleAPIError as error:
             raise launch_error(
                 self._unavailable, error_codes(error), body["name"], instance_type, offering
             ) from None
@@ -332,9 +324,10 @@ class Instances:
         while operation.status != compute_v1.Operation.Status.DONE:
             if time.monotonic() > deadline:
                 raise CreateError("OperationTimeout", f"{operation.name} not done in time")
-            operation = self._clients.zone_operations.wait(
-                project=self._project, zone=offering.zone, operation=operation.name, retry=RETRY
-            )
+            with calling(f"waiting for {operation.name}"):
+                operation = self._clients.zone_operations.wait(
+                    project=self._project, zone=offering.zone, operation=operation.name, retry=RETRY
+                )
         if codes := error_codes(operation):
             raise launch_error(self._unavailable, codes, body["name"], instance_type, offering)
         log.info("launched instance", extra={"instance": body["name"], "zone": offering.zone})

@@ -3,21 +3,13 @@ offerings (pure).
 
 ``build(machine_type, options, prices, unavailable)`` follows GKE's published node sizing
 (cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes), as the community provider
-does:
+does: kube-reserved cpu and memory by tiers of the node's size (``kube_reserved``; 1060m cpu on
+the shared-core e2 types), kube-reserved ephemeral-storage from the boot disk or local SSDs,
+system-reserved cpu 100m (kube-proxy), eviction at 100 MiB of memory and 10% of the disk, the
+kubelet configuration's reservations and evictionHard over those; memory capacity less the VM
+overhead percentage, pods by maxPods and podsPerCore, ``nvidia.com/gpu`` by the type's GPUs.
 
-- kube-reserved cpu: 6% of the first core, 1% of the second, 0.5% of cores 3-4, 0.25% above;
-  1060m on the shared-core e2-micro, e2-small and e2-medium;
-- kube-reserved memory: 255 MiB below 1 GiB; else 25% of the first 4 GiB, 20% of the next 4,
-  10% of the next 8, 6% up to 128 GiB, 2% above;
-- kube-reserved ephemeral-storage: on the boot disk the least of 50%, 35% + 6 GiB and 100 GiB;
-  on local SSDs 50, 75 or 100 GiB for 1, 2, or 3 and more; system-reserved cpu 100m (kube-proxy);
-- eviction threshold: memory.available 100 MiB, nodefs.available 10% of the ephemeral disk,
-  or the kubelet's evictionHard;
-- memory capacity: the type's MiB less the VM overhead percentage (default 7%); pods: the
-  GCENodeClass's maxPods (default 110), at most podsPerCore x vCPUs; ``nvidia.com/gpu``: the
-  type's GPUs.
-
-Offerings: on-demand and spot in each zone of the type; an offering without a price, or marked
+Offerings: on-demand and spot in each zone of the type; one without a price, or marked
 unavailable, is unavailable. Every ``karpenter.k8s.gcp/instance-*`` label is defined on every
 type, DoesNotExist where the type has no value (the GPU labels of a type without GPUs).
 """
@@ -38,6 +30,7 @@ __all__ = [
     "INSTANCE_LABELS",
     "LABEL_GKE_ACCELERATOR",
     "RESOURCE_NVIDIA_GPU",
+    "SHARED_CORE",
     "BuildOptions",
     "MachineType",
     "Prices",
@@ -58,6 +51,7 @@ LABEL_GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
 """GKE's GPU label, which the NVIDIA device plugin's DaemonSet selects nodes by."""
 RESOURCE_NVIDIA_GPU = "nvidia.com/gpu"
 SHARED_CORE = frozenset({"e2-micro", "e2-small", "e2-medium"})
+"""The shared-core E2 types, which GKE reserves 1060m of cpu on."""
 _MIB = 2**20
 _GIB = 2**30
 _CPU_TIERS = ((1.0, 0.06), (2.0, 0.01), (4.0, 0.005), (math.inf, 0.0025))

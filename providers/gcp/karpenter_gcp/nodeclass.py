@@ -66,12 +66,7 @@ RESERVED_METADATA = (
     *("windows-startup-script-ps1", "common-psm1", "kubeconfig", "kubelet-config"),
 )
 """Instance metadata keys the GKE bootstrap owns; spec.metadata may not set them."""
-_RESTRICTED_LABELS = (
-    "gce:gce-cluster-name",
-    "karpenter.sh/nodepool",
-    "karpenter.sh/nodeclaim",
-    f"{GROUP}/gcenodeclass",
-)
+_RESTRICTED_LABELS = ("gce:gce-cluster-name", "karpenter.sh/nodepool", "karpenter.sh/nodeclaim")
 
 
 def _pattern(pattern: str, what: str) -> tuple[Any, KubeSchema]:
@@ -143,7 +138,7 @@ _LABEL_RULES = ruled(
     Rule("self.all(k, !k.startsWith('kubernetes.io/cluster') )",
          "tag contains a restricted tag matching kubernetes.io/cluster/",
          lambda m: not any(k.startswith("kubernetes.io/cluster") for k in m)),
-    *map(_key_refused, _RESTRICTED_LABELS),
+    *map(_key_refused, (*_RESTRICTED_LABELS, f"{GROUP}/gcenodeclass")),
 )
 _METADATA_RULES = ruled(
     Rule(" && ".join(f"!('{key}' in self)" for key in RESERVED_METADATA),
@@ -289,18 +284,12 @@ def nodeclass_hash(spec: GCENodeClassSpec) -> str:
     return spec_hash({**fields, "imageFamily": spec.family()})
 
 
-PRINTER_COLUMNS = (
+_COLUMNS = [
     PrinterColumn("Ready", "string", f'.status.conditions[?(@.type=="{CONDITION_READY}")].status'),
     PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
-)
+]
 NODE_CLASS = NodeClassInfo(
-    GCENodeClass,
-    GROUP,
-    VERSION,
-    KIND,
-    PLURAL,
-    [c.to_dict() for c in PRINTER_COLUMNS],
-    ("gcenc", "gcencs"),
+    GCENodeClass, GROUP, VERSION, KIND, PLURAL, [c.to_dict() for c in _COLUMNS], ("gcenc", "gcencs")
 )
 """The GCENodeClass kind as the provider's record lists it (its CRD: ``python -m
 karpenter_core.sdk.crds gcp``)."""

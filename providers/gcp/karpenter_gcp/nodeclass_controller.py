@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,42 +27,17 @@ from karpenter_gcp.nodeclass import (
     CONDITION_IMAGES_READY,
     CONDITION_SUBNETWORK_READY,
     CONDITION_TYPES,
-    GROUP,
-    HASH_ANNOTATION,
     HASH_VERSION,
-    HASH_VERSION_ANNOTATION,
-    KIND,
-    PLURAL,
-    VERSION,
+    NODE_CLASS,
     GCENodeClass,
     GCENodeClassStatus,
     Image,
     nodeclass_hash,
 )
 
-TERMINATION_FINALIZER = f"{GROUP}/termination"
-"""Finalizer held on a GCENodeClass until no NodeClaim uses it."""
 DEFAULT_RESYNC = timedelta(minutes=5)
 """How often an unchanged GCENodeClass is resolved again (the community provider's image cache)."""
 _SUBNETWORK = re.compile(r"^(?:.*/)?projects/([^/]+)/regions/([^/]+)/subnetworks/([^/]+)$")
-
-
-def _images(
-    images_client: Any,
-    node_class: GCENodeClass,
-    kubernetes_version: str,
-    earlier: Mapping[str, Condition],
-) -> tuple[list[Image], Verdict]:
-    try:
-        return resolve_images(images_client, node_class, kubernetes_version), Verdict.true(
-            CONDITION_IMAGES_READY
-        )
-    except ImageResolutionError as error:
-        return [], Verdict("False", "ImagesNotFound", str(error))
-    except GoogleAPICallError as error:
-        previous = earlier.get(CONDITION_IMAGES_READY)
-        message = f"listing images failed: {error.message}"
-        return node_class.status.images, kept_verdict(previous, "ImagesResolutionFailed", message)
 
 
 def subnetwork_path(value: str, project: str, region: str) -> tuple[str, str, str] | None:
@@ -72,31 +48,67 @@ def subnetwork_path(value: str, project: str, region: str) -> tuple[str, str, st
     return None if match is None else (match[1], match[2], match[3])
 
 
-def _subnetwork(
-    subnetworks_client: Any, node_class: GCENodeClass, project: str, region: str
-) -> tuple[str | None, Verdict]:
-    config = node_class.spec.network_config
-    given = config.subnetwork if config is not None else None
-    if not given:
-        return None, Verdict("True", CONDITION_SUBNETWORK_READY, "the cluster's subnetwork")
-    parts = subnetwork_path(given, project, region)
-    if parts is None:
-        message = f"{given!r} is not projects/<project>/regions/<region>/subnetworks/<name>"
-        return None, Verdict("False", "SubnetworkInvalid", message)
-    if parts[1] != region:
-        message = f"subnetwork {given} is not in the cluster's region {region}"
-        return None, Verdict("False", "SubnetworkInvalid", message)
-    path = "projects/{}/regions/{}/subnetworks/{}".format(*parts)
-    try:
-        subnetworks_client.get(project=parts[0], region=parts[1], subnetwork=parts[2])
-    except NotFound:
-        return None, Verdict("False", "SubnetworkNotFound", f"subnetwork {path} not found")
-    except GoogleAPICallError as error:
-        message = f"reading subnetwork {path} failed: {error.message}"
-        return node_class.status.subnetwork, Verdict(
-            "False", "SubnetworkUnknownError", message, True
+@dataclass(frozen=True, slots=True)
+class StatusResolver:
+    """Resolves a GCENodeClass's status through the Compute ``images`` and ``subnetworks``
+    clients, for the cluster's ``project`` and ``region``."""
+
+    images: Any
+    subnetworks: Any
+    project: str
+    region: str
+
+    def __call__(
+        self, node_class: GCENodeClass, kubernetes_version: str, now: datetime
+    ) -> tuple[dict[str, Any], bool]:
+        """The status ``node_class`` should have (camelCase JSON) and whether a Compute call
+        failed; conditions keep their lastTransitionTime unless their status changes."""
+        earlier = {condition.type: condition for condition in node_class.status.conditions}
+        verdicts: dict[str, Verdict] = {}
+        images, verdicts[CONDITION_IMAGES_READY] = self._images(
+            node_class, kubernetes_version, earlier.get(CONDITION_IMAGES_READY)
         )
-    return path, Verdict.true(CONDITION_SUBNETWORK_READY)
+        subnetwork, verdicts[CONDITION_SUBNETWORK_READY] = self._subnetwork(node_class)
+        verdicts[CONDITION_READY] = ready_verdict(verdicts, CONDITION_TYPES)
+        conditions = stamp_conditions(
+            verdicts, node_class.status.conditions, now, node_class.metadata.generation
+        )
+        status = GCENodeClassStatus(images=images, subnetwork=subnetwork, conditions=conditions)
+        return resolved_status(status, verdicts)
+
+    def _images(
+        self, node_class: GCENodeClass, kubernetes_version: str, previous: Condition | None
+    ) -> tuple[list[Image], Verdict]:
+        try:
+            images = resolve_images(self.images, node_class, kubernetes_version)
+        except ImageResolutionError as error:
+            return [], Verdict("False", "ImagesNotFound", str(error))
+        except GoogleAPICallError as error:
+            message = f"listing images failed: {error.message}"
+            return node_class.status.images, kept_verdict(
+                previous, "ImagesResolutionFailed", message
+            )
+        return images, Verdict.true(CONDITION_IMAGES_READY)
+
+    def _subnetwork(self, node_class: GCENodeClass) -> tuple[str | None, Verdict]:
+        config = node_class.spec.network_config
+        given = config.subnetwork if config is not None else None
+        if not given:
+            return None, Verdict("True", CONDITION_SUBNETWORK_READY, "the cluster's subnetwork")
+        parts = subnetwork_path(given, self.project, self.region)
+        if parts is None or parts[1] != self.region:
+            message = f"{given!r} is no subnetwork of the cluster's region {self.region}"
+            return None, Verdict("False", "SubnetworkInvalid", message)
+        path = "projects/{}/regions/{}/subnetworks/{}".format(*parts)
+        try:
+            self.subnetworks.get(project=parts[0], region=parts[1], subnetwork=parts[2])
+        except NotFound:
+            return None, Verdict("False", "SubnetworkNotFound", f"subnetwork {path} not found")
+        except GoogleAPICallError as error:
+            message = f"reading subnetwork {path} failed: {error.message}"
+            verdict = Verdict("False", "SubnetworkUnknownError", message, cloud_error=True)
+            return node_class.status.subnetwork, verdict
+        return path, Verdict.true(CONDITION_SUBNETWORK_READY)
 
 
 def resolve_status(
@@ -109,64 +121,34 @@ def resolve_status(
     kubernetes_version: str,
     now: datetime,
 ) -> tuple[dict[str, Any], bool]:
-    """The status ``node_class`` should have (camelCase JSON) and whether a Compute call failed;
-    conditions keep their lastTransitionTime unless their status changes."""
-    earlier = {condition.type: condition for condition in node_class.status.conditions}
-    verdicts: dict[str, Verdict] = {}
-    images, verdicts[CONDITION_IMAGES_READY] = _images(
-        images_client, node_class, kubernetes_version, earlier
-    )
-    subnetwork, verdicts[CONDITION_SUBNETWORK_READY] = _subnetwork(
-        subnetworks_client, node_class, project, region
-    )
-    verdicts[CONDITION_READY] = ready_verdict(verdicts, CONDITION_TYPES)
-    conditions = stamp_conditions(
-        verdicts, node_class.status.conditions, now, node_class.metadata.generation
-    )
-    status = GCENodeClassStatus(images=images, subnetwork=subnetwork, conditions=conditions)
-    return resolved_status(status, verdicts)
+    """One ``StatusResolver`` call: the status ``node_class`` should have and whether a Compute
+    call failed."""
+    resolver = StatusResolver(images_client, subnetworks_client, project, region)
+    return resolver(node_class, kubernetes_version, now)
 
 
-class NodeClassController(NodeClassStatusController[GCENodeClass]):
+class NodeClassController(
+    NodeClassStatusController[GCENodeClass], info=NODE_CLASS, hash_version=HASH_VERSION
+):
     """Keeps every GCENodeClass's status resolved against the apiserver and Compute Engine."""
 
-    model = GCENodeClass
-    group = GROUP
-    version = VERSION
-    kind = KIND
-    plural = PLURAL
-    finalizer = TERMINATION_FINALIZER
-    hash_annotation = HASH_ANNOTATION
-    hash_version_annotation = HASH_VERSION_ANNOTATION
-    hash_version = HASH_VERSION
     restamp_nodeclaims = True
 
     def __init__(
-        self,
-        context: ProviderContext,
-        *,
-        images_client: Any,
-        subnetworks_client: Any,
-        project: str,
-        region: str,
-        resync: timedelta = DEFAULT_RESYNC,
+        self, context: ProviderContext, resolver: StatusResolver, resync: timedelta = DEFAULT_RESYNC
     ) -> None:
         super().__init__(context, resync)
-        self._clients = (images_client, subnetworks_client)
-        self._where = (project, region)
+        self._resolver = resolver
 
     @classmethod
     def for_provider(cls, context: ProviderContext, provider: Any) -> NodeClassController:
-        """The controller of a GCP cloud provider: ``provider.settings`` (``project``,
-        ``region``) and ``provider.clients`` (``images``, ``subnetworks``)."""
-        settings, clients = provider.settings, provider.clients
-        return cls(
-            context,
-            images_client=clients.images,
-            subnetworks_client=clients.subnetworks,
-            project=settings.project,
-            region=settings.region,
+        """The controller of a GCP cloud provider: its ``clients`` (``GCPClients``: ``project``,
+        ``images``, ``subnetworks``) and ``settings.region``."""
+        clients = provider.clients
+        resolver = StatusResolver(
+            clients.images, clients.subnetworks, clients.project, provider.settings.region
         )
+        return cls(context, resolver)
 
     def spec_hash(self, node_class: GCENodeClass) -> str:
         """``nodeclass_hash`` of the spec."""
@@ -179,17 +161,8 @@ class NodeClassController(NodeClassStatusController[GCENodeClass]):
     def resolve(
         self, node_class: GCENodeClass, kubernetes_version: str, now: datetime
     ) -> tuple[dict[str, Any], bool]:
-        """``resolve_status`` against this controller's clients."""
-        images_client, subnetworks_client = self._clients
-        return resolve_status(
-            node_class,
-            images_client=images_client,
-            subnetworks_client=subnetworks_client,
-            project=self._where[0],
-            region=self._where[1],
-            kubernetes_version=kubernetes_version,
-            now=now,
-        )
+        """The ``StatusResolver``'s status."""
+        return self._resolver(node_class, kubernetes_version, now)
 
     def log_resolved(self, name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
         """New node images."""

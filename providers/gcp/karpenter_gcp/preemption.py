@@ -11,7 +11,7 @@ its NodeClaim but marks nothing.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ from karpenter_core.sdk.nodeclaims import NODECLAIM_VERSION, ClusterNodeClaims
 from karpenter_core.sdk.observe import logs, metrics
 from karpenter_core.sdk.offerings import UnavailableOfferings
 from karpenter_core.sdk.record import ProviderContext
+from karpenter_gcp.clients import GCPClients
 from karpenter_gcp.errors import RETRY
 from karpenter_gcp.instances import message_json, provider_id
 
@@ -52,7 +53,7 @@ Preemption = tuple[str, datetime | None]
 class PreemptionController:
     """Deletes the NodeClaims of preempted instances and marks their offerings unavailable.
 
-    ``clients`` holds the Compute ``zone_operations`` client; ``context`` needs ``kube_client``
+    It reads the operations of ``zones`` (the region's); ``context`` needs ``kube_client``
     (and ``events``, to publish an Event on each NodeClaim)."""
 
     name = "preemption"
@@ -60,9 +61,9 @@ class PreemptionController:
     def __init__(
         self,
         context: ProviderContext,
-        clients: Any,
+        clients: GCPClients,
         project: str,
-        zones: Sequence[str],
+        zones: Iterable[str],
         unavailable: UnavailableOfferings,
         interval: float = 5.0,
     ) -> None:

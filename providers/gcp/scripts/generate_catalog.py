@@ -32,8 +32,9 @@ SOURCE = {
     "repository": "skypilot-org/skypilot-catalog",
     "path": "catalogs/v9/gcp/vms.csv",
     "commit": "2c3d7ea7d76bf84cf80d382e946c1609571485fd",
-    "ranges": "characters [0, 15000), [937877, 1046867) and [1463907, 1543593) of 2507091",
-    "sha256": "05a60b21996356d275da180d763bae1fd3e2e059afe6a0f756f3c64d1c5adbdf",
+    "ranges": "characters [0, 15000), [937877, 1046867), [1463907, 1543593) and [2176938, 2190315)"
+    " of 2507091",
+    "sha256": "835cdfb6600163986bd032bec1c7038132f39ba78de048afbea568e54c644a43",
 }
 """Where the rows come from; ``sha256`` is that of the ranges joined."""
 FULL_LENGTH = 2507091
@@ -75,7 +76,7 @@ def family_gpus(name: str, vcpus: int) -> tuple[str, int]:
     return gpu, int(count.group(1)) if count else G2_GPUS.get(vcpus, 1)
 
 
-RANGES = ((0, 15000), (937877, 1046867), (1463907, 1543593))
+RANGES = ((0, 15000), (937877, 1046867), (1463907, 1543593), (2176938, 2190315))
 
 
 def excerpt(text: str) -> str:

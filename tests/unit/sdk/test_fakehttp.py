@@ -1,5 +1,5 @@
 """sdk.fakehttp: the JSON request handler of a fake cloud API, its request log with the
-Retry-After check, and counted faults."""
+Retry-After check, counted faults, and a fake served on a thread."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from karpenter_core.sdk.fakehttp import (
     CountedFault,
     RequestLog,
     RequestRecord,
+    ServedFake,
     json_handler,
 )
-from karpenter_core.sdk.testing import LoopbackServer, serve_in_background
+from karpenter_core.sdk.testing import LoopbackServer
 
 
 def test_a_counted_fault_takes_the_next_matching_requests() -> None:
@@ -65,14 +66,15 @@ def served() -> Iterator[tuple[str, RequestLog]]:
     handler = json_handler(
         respond, lambda error: {"failed": repr(error)}, headers=lambda: {"X-Fake": "yes"}
     )
-    server = LoopbackServer(("127.0.0.1", 0), handler)
-    thread = serve_in_background(server, "fake http test")
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", log
-    finally:
-        server.shutdown()
-        thread.join(5)
-        server.server_close()
+
+    class Fake(ServedFake):
+        def __init__(self) -> None:
+            self._server = LoopbackServer(("127.0.0.1", 0), handler)
+
+    with Fake() as fake:
+        assert fake.start() is fake  # started once
+        yield f"http://127.0.0.1:{fake._server.server_port}", log
+    assert fake._thread is None
 
 
 def test_the_json_handler_answers_and_records(served: tuple[str, RequestLog]) -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.requirements import Requirements
-from karpenter_core.sdk.launch import cheapest_offering, kubelet_labels
+from karpenter_core.apis.v1.common import Taint
+from karpenter_core.sdk.launch import (
+    cheapest_offering,
+    kubelet_labels,
+    registration_taint,
+    with_registration_taint,
+)
 from karpenter_core.sdk.types import InstanceType, Offering
 
 ANY = Requirements.from_node_selector(
@@ -58,3 +64,9 @@ def test_node_admission_refuses_restricted_labels() -> None:
             "team": "infra",
         }
     ) == {"topology.kubernetes.io/zone": "eastus-1", "team": "infra"}
+
+
+def test_the_registration_taint_is_added_once() -> None:
+    gpu = Taint(key="gpu", value="true", effect="NoSchedule")
+    assert with_registration_taint([gpu]) == [gpu, registration_taint()]
+    assert with_registration_taint([registration_taint(), gpu]) == [registration_taint(), gpu]

@@ -18,10 +18,10 @@ from karpenter_aws.userdata import (
     BootstrapOptions,
     UserDataError,
     build_user_data,
-    registration_taint,
     to_toml,
 )
 from karpenter_core.apis.v1.common import Taint
+from karpenter_core.sdk.launch import registration_taint
 
 CA = "LS0tLS1CRUdJTi1DRVJUSUZJQ0FURS0tLS0t"
 ENDPOINT = "https://ABCD.gr7.us-east-1.eks.amazonaws.com"

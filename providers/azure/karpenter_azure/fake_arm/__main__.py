@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
 from dataclasses import asdict
 from pathlib import Path
-from types import FrameType
 
 from karpenter_azure.fake_arm.server import ADMIN_PREFIX, FakeARM
 from karpenter_azure.fake_arm.state import Latency
+from karpenter_core.sdk.fakehttp import serve_until_signalled
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -78,15 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         args.endpoint_file.write_text(line + "\n")
     print(line, flush=True)
 
-    def stop(_signum: int, _frame: FrameType | None) -> None:
-        threading.Thread(target=fake._server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    try:
-        fake.serve_forever()
-    finally:
-        fake.stop()
+    serve_until_signalled(fake)
     return 0
 
 

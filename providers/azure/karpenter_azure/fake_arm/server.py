@@ -13,7 +13,6 @@ import re
 import secrets
 import ssl
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -33,12 +32,10 @@ from karpenter_azure.fake_arm.faults import (
 )
 from karpenter_azure.fake_arm.log import RequestLog, RequestRecord
 from karpenter_azure.fake_arm.state import Latency
-from karpenter_core.sdk.fakehttp import json_handler
+from karpenter_core.sdk.fakehttp import ServedFake, json_handler
 from karpenter_core.sdk.testing import (
-    SHUTDOWN_POLL,
     TLSLoopbackServer,
     TLSRequestHandler,
-    serve_in_background,
 )
 
 if TYPE_CHECKING:
@@ -56,7 +53,7 @@ _TOKEN = re.compile(r"^/(?P<tenant>[^/]+)/oauth2/v2\.0/token$")
 _POLL = re.compile(r"/operations/(?P<id>[^/?]+)$", re.IGNORECASE)
 
 
-class FakeARM:
+class FakeARM(ServedFake):
     """A fake Azure Resource Manager (and Entra ID token endpoint, and Retail Prices API).
 
     ``skus`` (Resource SKUs records) and ``prices`` (Retail Prices items) default to the
@@ -64,6 +61,8 @@ class FakeARM:
     ``Latency.none()`` in unit tests). ``tls_dir`` receives the CA and the serving certificate
     (a temporary directory when None). ``port`` 0 picks a free port.
     """
+
+    thread_name = "fake ARM"
 
     def __init__(
         self,
@@ -111,36 +110,15 @@ class FakeARM:
         )
         self._server = TLSLoopbackServer(("127.0.0.1", port), handler, context)
         self.state.base_url = self.url
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def start(self) -> FakeARM:
-        """Serve on a daemon thread; returns self."""
-        if self._thread is None:
-            self._thread = serve_in_background(self._server, "fake ARM")
-        return self
-
-    def serve_forever(self) -> None:
-        """Serve on the calling thread until ``stop`` (from another thread) or an interrupt."""
-        self._server.serve_forever(poll_interval=SHUTDOWN_POLL)
-
     def stop(self) -> None:
         """Stop serving and remove the temporary TLS directory."""
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._server.server_close()
+        super().stop()
         if self._temp is not None:
             self._temp.cleanup()
             self._temp = None
-
-    def __enter__(self) -> FakeARM:
-        return self.start()
-
-    def __exit__(self, *_: object) -> None:
-        self.stop()
 
     # -- where and how to connect ---------------------------------------------------------
 

@@ -29,7 +29,7 @@ from karpenter_azure.nodeclass import (
     AKSNodeClass,
     nodeclass_hash,
 )
-from karpenter_azure.nodeclass_controller import TERMINATION_FINALIZER, NodeClassController
+from karpenter_azure.nodeclass_controller import NodeClassController
 from karpenter_conformance.cluster import crds as cluster_crds
 from karpenter_core.cloudprovider.plugin import ProviderContext
 from karpenter_core.sdk.crds import node_class_crd
@@ -140,7 +140,7 @@ def test_a_nodeclass_is_resolved_stamped_and_ready(
         HASH_ANNOTATION: nodeclass_hash(model.spec),
         HASH_VERSION_ANNOTATION: HASH_VERSION,
     }
-    assert TERMINATION_FINALIZER in stored["metadata"]["finalizers"]
+    assert NodeClassController.finalizer in stored["metadata"]["finalizers"]
     assert model.not_ready() is None
     version = client.VersionApi(kube_client).get_code().git_version
     assert stored["status"]["kubernetesVersion"] == version.removeprefix("v")

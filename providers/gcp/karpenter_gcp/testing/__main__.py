@@ -1,18 +1,16 @@
 """Run the fake GCE server as a process: ``python -m karpenter_gcp.testing``.
 
-It prints one JSON line with its endpoint, project and region, then serves until interrupted
-or terminated.
+It prints one JSON line with its endpoint, project, region and the provider's environment
+(``env``), then serves until interrupted or terminated.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
-from types import FrameType
 
+from karpenter_core.sdk.fakehttp import serve_until_signalled
 from karpenter_gcp.testing.server import FakeGCE
 
 
@@ -35,19 +33,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     fake = FakeGCE(args.project, args.region, operation_delay=args.operation_delay, port=args.port)
     print(
-        json.dumps({"endpoint": fake.endpoint, "project": fake.project, "region": fake.region}),
+        json.dumps(
+            {
+                "endpoint": fake.endpoint,
+                "project": fake.project,
+                "region": fake.region,
+                "env": fake.env(),
+            }
+        ),
         flush=True,
     )
 
-    def stop(_signum: int, _frame: FrameType | None) -> None:
-        threading.Thread(target=fake._server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    try:
-        fake.serve_forever()
-    finally:
-        fake.stop()
+    serve_until_signalled(fake)
     return 0
 
 

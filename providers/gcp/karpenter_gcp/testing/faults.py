@@ -152,6 +152,8 @@ class Faults:
         return fault.status, google_error(fault.status, reason, message, domain, rpc)
 
     def _add(self, fault: CapacityFault) -> CapacityFault:
+        if fault.times is not None and fault.times < 1:
+            raise ValueError(f"capacity fault: times {fault.times} is not a positive count")
         with self._lock:
             self._capacity.append(fault)
         return fault

@@ -1,11 +1,13 @@
 """Compute list semantics for the fake GCE server: the ``filter`` expressions the provider and
 the community provider send (``labels.k=v``, ``labels.k:*``, ``name eq re``, ``name=gke-1341-*``,
-``operationType="..."``, joined by ``AND`` or juxtaposed in parentheses) and page tokens."""
+``operationType="..."``, joined by ``AND`` or juxtaposed in parentheses), page tokens, and the
+list and aggregated-list answers."""
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -21,7 +23,8 @@ class FilterError(ValueError):
     """A filter expression the fake does not understand."""
 
 
-def _terms(text: str) -> list[tuple[str, str, str]]:
+@functools.cache
+def _terms(text: str) -> tuple[tuple[str, str, str], ...]:
     terms, at = [], 0
     while at < len(text.strip()):
         match = _TERM.match(text, at)
@@ -31,7 +34,7 @@ def _terms(text: str) -> list[tuple[str, str, str]]:
             )
         terms.append((match["field"], match["op"].strip().lower(), match["value"].strip("\"'")))
         at = match.end()
-    return terms
+    return tuple(terms)
 
 
 def _lookup(item: Mapping[str, Any], path: str) -> Any:
@@ -79,3 +82,35 @@ def page(
     size = int(params.get(size_key) or DEFAULT_PAGE)
     end = start + size
     return list(items[start:end]), (str(end) if end < len(items) else "")
+
+
+def listed(items: Iterable[dict[str, Any]], params: Mapping[str, str]) -> dict[str, Any]:
+    """A list answer: the page of ``items`` passing the request's filter."""
+    _terms(params.get("filter") or "")  # a filter it cannot read is refused, items or none
+    chosen = [i for i in items if matches(i, params.get("filter") or "")]
+    items_page, token = page(chosen, params)
+    return {"items": items_page, "nextPageToken": token} if token else {"items": items_page}
+
+
+def aggregated(
+    key: str, by_zone: Mapping[str, list[dict[str, Any]]], params: Mapping[str, str]
+) -> dict[str, Any]:
+    """An aggregated list answer: the page of items passing the filter, under ``zones/<z>``
+    and ``key`` (``instances``, ``machineTypes``)."""
+    _terms(params.get("filter") or "")
+    flat = [(z, i) for z, items in sorted(by_zone.items()) for i in items]
+    chosen = [(z, i) for z, i in flat if matches(i, params.get("filter") or "")]
+    items_page, token = page(chosen, params)
+    grouped: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for zone, item in items_page:
+        grouped.setdefault(f"zones/{zone}", {key: []})[key].append(item)
+    out: dict[str, Any] = {"items": grouped, "unreachables": []}
+    return {**out, "nextPageToken": token} if token else out
+
+
+def by_zone(resources: Mapping[tuple[str, str], dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Resources keyed by (zone, name) as lists by zone, in name order."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for (zone, _), resource in sorted(resources.items()):
+        out.setdefault(zone, []).append(resource)
+    return out

@@ -1,4 +1,4 @@
-"""The fake GCE server's state: instances with their boot disks, and the zone operations that
+"""The fake GCE server's state: instances with their disks, and the zone operations that
 create, delete and preempt them (RUNNING until ``operation_delay`` has passed, then DONE)."""
 
 from __future__ import annotations
@@ -8,16 +8,19 @@ import itertools
 import re
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from karpenter_gcp.testing.faults import Faults, google_error
 
 _NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
-_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
-_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+_LABEL = re.compile(r"[a-z][a-z0-9_-]{0,62}=[a-z0-9_-]{0,63}")
 WAIT_LIMIT = 120.0
 """Seconds ``zoneOperations.wait`` waits at most before answering an operation still RUNNING."""
+SERVICE_ACCOUNT = "123456789012-compute@developer.gserviceaccount.com"
+"""The project's default compute service account (what ``email: default`` becomes)."""
+_FINGERPRINT = "ZmFrZQ=="
 
 
 class GCEError(Exception):
@@ -34,20 +37,24 @@ def not_found(resource: str) -> GCEError:
     return GCEError(404, "notFound", f"The resource '{resource}' was not found")
 
 
-def timestamp(at: float | None = None) -> str:
-    """A time as GCE writes it (RFC 3339 with milliseconds and the offset, -07:00)."""
+def invalid(field_name: str, value: Any, why: str) -> GCEError:
+    """GCE's 400 for an invalid field of a request."""
+    return GCEError(400, "invalid", f"Invalid value for field '{field_name}': '{value}'. {why}")
+
+
+def timestamp() -> str:
+    """The time as GCE writes it (RFC 3339 with milliseconds and its -07:00 offset)."""
     zone = datetime.timezone(datetime.timedelta(hours=-7))
-    moment = datetime.datetime.fromtimestamp(time.time() if at is None else at, zone)
-    return moment.isoformat(timespec="milliseconds")
+    return datetime.datetime.now(zone).isoformat(timespec="milliseconds")
 
 
 @dataclass
 class Operation:
-    """A zone operation and what happens when it is done."""
+    """A zone operation, when it is done, what then happens, and the error it ends with."""
 
     body: dict[str, Any]
     done_at: float
-    finish: Any = None
+    finish: Callable[[], None] | None = None
     error: dict[str, Any] = field(default_factory=dict)
 
 
@@ -58,30 +65,26 @@ class GCEState:
         self,
         project: str,
         region: str,
-        base: str,
+        url: str,
+        machine_types: Mapping[str, Mapping[str, Any]],
         operation_delay: float,
-        machine_types: dict[str, list[dict[str, Any]]],
     ) -> None:
-        self.project, self.region, self.base = project, region, base
-        self.operation_delay = operation_delay
+        self.project, self.region, self.url = project, region, f"{url}/projects/{project}"
         self.machine_types = machine_types
+        self.operation_delay = operation_delay
         self.lock = threading.RLock()
         self.faults = Faults()
         self.instances: dict[tuple[str, str], dict[str, Any]] = {}
         self.disks: dict[tuple[str, str], dict[str, Any]] = {}
         self.operations: dict[tuple[str, str], Operation] = {}
-        self._requests: dict[str, str] = {}
+        self._request_ids: dict[str, tuple[str, str]] = {}
         self._ids = itertools.count(7_000_000_000_000_000_001)
 
     def clear(self) -> None:
         """Drop instances, disks and operations."""
         with self.lock:
-            for store in (self.instances, self.disks, self.operations, self._requests):
+            for store in (self.instances, self.disks, self.operations, self._request_ids):
                 store.clear()
-
-    def url(self, path: str) -> str:
-        """The selfLink of ``projects/<project>/<path>``."""
-        return f"{self.base}/compute/v1/projects/{self.project}/{path}"
 
     # -- operations ------------------------------------------------------------------------
 
@@ -97,22 +100,22 @@ class GCEState:
         if op.finish is not None:
             op.finish()
 
-    def _operation(
+    def _start(
         self,
         zone: str,
         kind: str,
-        target: dict[str, Any],
-        delay: float,
-        finish: Any = None,
+        target: Mapping[str, Any],
+        finish: Callable[[], None] | None = None,
         error: dict[str, Any] | None = None,
-    ) -> Operation:
+        delay: float | None = None,
+    ) -> dict[str, Any]:
         op_id = str(next(self._ids))
         name = f"operation-{int(time.time() * 1000)}-{op_id[-12:]}"
         body = {
             "kind": "compute#operation",
             "id": op_id,
             "name": name,
-            "zone": self.url(f"zones/{zone}"),
+            "zone": f"{self.url}/zones/{zone}",
             "operationType": kind,
             "targetLink": target["selfLink"],
             "targetId": target["id"],
@@ -121,13 +124,15 @@ class GCEState:
             "progress": 0,
             "insertTime": timestamp(),
             "startTime": timestamp(),
-            "selfLink": self.url(f"zones/{zone}/operations/{name}"),
+            "selfLink": f"{self.url}/zones/{zone}/operations/{name}",
         }
-        op = Operation(body, time.monotonic() + delay, finish, error or {})
-        self.operations[(zone, name)] = op
+        delay = self.operation_delay if delay is None else delay
+        op = self.operations[(zone, name)] = Operation(
+            body, time.monotonic() + delay, finish, error or {}
+        )
         if delay <= 0:
             self._done(op)
-        return op
+        return dict(body)
 
     def operation(self, zone: str, name: str) -> dict[str, Any]:
         """The zone operation ``name`` as it is now."""
@@ -138,7 +143,8 @@ class GCEState:
         return dict(op.body)
 
     def wait(self, zone: str, name: str) -> dict[str, Any]:
-        """The operation once DONE, or as it is after ``WAIT_LIMIT`` seconds."""
+        """The operation once DONE, or as it is after ``WAIT_LIMIT`` seconds (takes the lock
+        itself: the caller must not hold it)."""
         deadline = time.monotonic() + WAIT_LIMIT
         while True:
             with self.lock:
@@ -158,191 +164,144 @@ class GCEState:
             raise not_found(f"projects/{self.project}/zones/{zone}/instances/{name}")
         return found
 
-    def insert(self, zone: str, body: dict[str, Any], request_id: str) -> dict[str, Any]:
-        """Start creating an instance from ``body``; its zone operation."""
-        self.advance()
-        if request_id in self._requests:
-            return self.operation(zone, self._requests[request_id])
-        name = str(body.get("name") or "")
-        if not _NAME.fullmatch(name):
-            raise GCEError(
-                400,
-                "invalid",
-                f"Invalid value for field 'resource.name': '{name}'. "
-                "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'",
-            )
-        if (zone, name) in self.instances:
-            raise GCEError(
-                409,
-                "alreadyExists",
-                f"The resource 'projects/{self.project}/zones/"
-                f"{zone}/instances/{name}' already exists",
-            )
-        machine_type = str(body.get("machineType") or "").rsplit("/", 1)[-1]
-        if not any(t["name"] == machine_type for t in self.machine_types.get(zone, ())):
-            raise GCEError(
-                400,
-                "invalid",
-                "Invalid value for field 'resource.machineType': "
-                f"'{body.get('machineType')}'. Machine type with name "
-                f"'{machine_type}' does not exist in zone '{zone}'.",
-            )
-        self._check_labels(body.get("labels") or {})
-        scheduling = {
-            "automaticRestart": True,
-            "onHostMaintenance": "MIGRATE",
-            "provisioningModel": "STANDARD",
-            "preemptible": False,
-            **(body.get("scheduling") or {}),
-        }
+    def insert(self, zone: str, body: dict[str, Any], request_id: str = "") -> dict[str, Any]:
+        """Start creating an instance from ``body`` (a retried ``request_id`` gets the first
+        operation again); its zone operation."""
+        if request_id in self._request_ids:
+            return self.operation(*self._request_ids[request_id])
+        name, machine_type = self._check(zone, body)
+        scheduling = {"automaticRestart": True, "onHostMaintenance": "MIGRATE"}
+        scheduling |= {"provisioningModel": "STANDARD", **(body.get("scheduling") or {})}
         spot = scheduling["provisioningModel"] == "SPOT"
         fault = self.faults.capacity(machine_type, zone, spot)
         if fault is not None and fault.immediate:
             raise GCEError(403, "quotaExceeded", fault.quota_message(self.region, spot))
         instance = self._instance(zone, name, machine_type, body, scheduling)
         if fault is not None:
+            self._drop_disks(zone, instance, every=True)
             error = fault.operation_error(self.project, zone, self.region, spot)
-            op = self._operation(zone, "insert", instance, self.operation_delay, None, error)
+            op = self._start(zone, "insert", instance, error=error)
         else:
-            key = (zone, name)
-            self.instances[key] = instance
-            self._add_disks(zone, instance, body)
-            op = self._operation(
-                zone,
-                "insert",
-                instance,
-                self.operation_delay,
-                lambda: self.instances.get(key, {}).update(status="RUNNING"),
-            )
+            self.instances[(zone, name)] = instance
+            op = self._start(zone, "insert", instance, lambda: instance.update(status="RUNNING"))
         if request_id:
-            self._requests[request_id] = op.body["name"]
-        return dict(op.body)
+            self._request_ids[request_id] = (zone, op["name"])
+        return op
 
-    def _check_labels(self, labels: dict[str, Any]) -> None:
-        for key, value in labels.items():
-            if not _LABEL_KEY.fullmatch(key) or not _LABEL_VALUE.fullmatch(str(value)):
-                raise GCEError(
-                    400,
-                    "invalid",
-                    f"Invalid value for field 'resource.labels': "
-                    f"'{key}={value}'. Label keys and values must be lowercase "
-                    "letters, digits, '_' and '-' (keys start with a letter).",
-                )
+    def _check(self, zone: str, body: Mapping[str, Any]) -> tuple[str, str]:
+        """The name and machine type of an instance to insert, or the 400/409 GCE answers."""
+        self.advance()
+        name = str(body.get("name") or "")
+        if not _NAME.fullmatch(name):
+            raise invalid("resource.name", name, f"Must be a match of regex '{_NAME.pattern}'")
+        if (zone, name) in self.instances:
+            resource = f"projects/{self.project}/zones/{zone}/instances/{name}"
+            raise GCEError(409, "alreadyExists", f"The resource '{resource}' already exists")
+        machine_type = str(body.get("machineType") or "").rsplit("/", 1)[-1]
+        if machine_type not in self.machine_types.get(zone, {}):
+            why = f"Machine type with name '{machine_type}' does not exist in zone '{zone}'."
+            raise invalid("resource.machineType", body.get("machineType"), why)
+        for key, value in (body.get("labels") or {}).items():
+            if not _LABEL.fullmatch(f"{key}={value}"):
+                why = "Label keys and values may hold lowercase letters, digits, '_' and '-'."
+                raise invalid("resource.labels", f"{key}={value}", why)
+        return name, machine_type
 
     def _instance(
         self,
         zone: str,
         name: str,
         machine_type: str,
-        body: dict[str, Any],
+        body: Mapping[str, Any],
         scheduling: dict[str, Any],
     ) -> dict[str, Any]:
-        instance_id = str(next(self._ids))
+        link = f"{self.url}/zones/{zone}/instances/{name}"
+        address = f"10.128.{len(self.instances) // 250}.{len(self.instances) % 250 + 2}"
         nics = [
-            {
-                **nic,
-                "name": f"nic{i}",
-                "networkIP": f"10.128.0.{len(self.instances) % 250 + 2}",
-                "network": nic.get("network") or self.url("global/networks/default"),
-                "stackType": "IPV4_ONLY",
-                "fingerprint": "ZmFrZQ==",
-            }
+            {"network": f"{self.url}/global/networks/default", **nic, "name": f"nic{i}"}
+            | {"networkIP": address, "stackType": "IPV4_ONLY", "fingerprint": _FINGERPRINT}
             for i, nic in enumerate(body.get("networkInterfaces") or [{}])
         ]
         accounts = [
-            {
-                **a,
-                "email": a["email"]
-                if a.get("email") not in (None, "default")
-                else "123456789012-compute@developer.gserviceaccount.com",
-            }
+            {**a, "email": SERVICE_ACCOUNT if a.get("email") in (None, "default") else a["email"]}
             for a in body.get("serviceAccounts") or ()
         ]
-        status = "PROVISIONING" if self.operation_delay > 0 else "RUNNING"
         return {
-            **{k: v for k, v in body.items() if k not in ("disks", "sourceInstanceTemplate")},
+            **body,
             "kind": "compute#instance",
-            "id": instance_id,
-            "name": name,
-            "zone": self.url(f"zones/{zone}"),
-            "machineType": self.url(f"zones/{zone}/machineTypes/{machine_type}"),
-            "status": status,
+            "id": str(next(self._ids)),
+            "zone": f"{self.url}/zones/{zone}",
+            "machineType": f"{self.url}/zones/{zone}/machineTypes/{machine_type}",
+            "status": "PROVISIONING" if self.operation_delay > 0 else "RUNNING",
             "creationTimestamp": timestamp(),
-            "selfLink": self.url(f"zones/{zone}/instances/{name}"),
+            "selfLink": link,
             "labels": dict(body.get("labels") or {}),
-            "labelFingerprint": "ZmFrZQ==",
+            "labelFingerprint": _FINGERPRINT,
             "scheduling": scheduling,
             "networkInterfaces": nics,
             "serviceAccounts": accounts,
-            "metadata": {
-                "kind": "compute#metadata",
-                "fingerprint": "ZmFrZQ==",
-                **(body.get("metadata") or {}),
-            },
-            "tags": {"fingerprint": "ZmFrZQ==", **(body.get("tags") or {})},
+            "metadata": {"kind": "compute#metadata", **(body.get("metadata") or {})},
+            "tags": {"fingerprint": _FINGERPRINT, **(body.get("tags") or {})},
+            "disks": [self._disk(zone, name, link, i, d) for i, d in enumerate(body["disks"])]
+            if body.get("disks")
+            else [],
             "cpuPlatform": "Intel Cascade Lake",
-            "startRestricted": False,
-            "deletionProtection": False,
-            "fingerprint": "ZmFrZQ==",
+            "fingerprint": _FINGERPRINT,
         }
 
-    def _add_disks(self, zone: str, instance: dict[str, Any], body: dict[str, Any]) -> None:
-        attached = []
-        for index, disk in enumerate(body.get("disks") or ()):
-            params = disk.get("initializeParams") or {}
-            disk_name = params.get("diskName") or (
-                instance["name"] if index == 0 else f"{instance['name']}-{index}"
-            )
-            link = self.url(f"zones/{zone}/disks/{disk_name}")
-            self.disks[(zone, disk_name)] = {
+    def _disk(
+        self, zone: str, instance: str, user: str, index: int, disk: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Create the disk ``disk`` asks for (or take its ``source``); the attached disk."""
+        params = disk.get("initializeParams") or {}
+        name = params.get("diskName") or (instance if index == 0 else f"{instance}-{index}")
+        link = disk.get("source") or f"{self.url}/zones/{zone}/disks/{name}"
+        size = str(params.get("diskSizeGb") or 100)
+        if not disk.get("source"):
+            kind = str(params.get("diskType") or "pd-standard").rsplit("/", 1)[-1]
+            self.disks[(zone, name)] = {
                 "kind": "compute#disk",
                 "id": str(next(self._ids)),
-                "name": disk_name,
-                "zone": self.url(f"zones/{zone}"),
-                "selfLink": link,
+                "name": name,
+                "zone": f"{self.url}/zones/{zone}",
+                "sizeGb": size,
                 "status": "READY",
-                "sizeGb": str(params.get("diskSizeGb") or 100),
-                "type": self.url(
-                    f"zones/{zone}/diskTypes/"
-                    f"{str(params.get('diskType') or 'pd-standard').rsplit('/', 1)[-1]}"
-                ),
+                "type": f"{self.url}/zones/{zone}/diskTypes/{kind}",
                 "sourceImage": params.get("sourceImage", ""),
-                "users": [instance["selfLink"]],
                 "labels": dict(params.get("labels") or {}),
+                "users": [user],
+                "selfLink": link,
             }
-            attached.append(
-                {
-                    "kind": "compute#attachedDisk",
-                    "type": disk.get("type", "PERSISTENT"),
-                    "mode": "READ_WRITE",
-                    "source": link,
-                    "deviceName": disk.get("deviceName") or f"persistent-disk-{index}",
-                    "index": index,
-                    "boot": bool(disk.get("boot")),
-                    "autoDelete": bool(disk.get("autoDelete", index == 0)),
-                    "interface": "SCSI",
-                    "diskSizeGb": str(params.get("diskSizeGb") or 100),
-                }
-            )
-        instance["disks"] = attached
+        attached = {"type": "PERSISTENT", "deviceName": f"persistent-disk-{index}", **disk}
+        attached.pop("initializeParams", None)
+        return attached | {
+            "kind": "compute#attachedDisk",
+            "source": link,
+            "index": index,
+            "mode": "READ_WRITE",
+            "boot": bool(disk.get("boot")),
+            "autoDelete": bool(disk.get("autoDelete", False)),
+            "interface": "SCSI",
+            "diskSizeGb": size,
+        }
 
     def delete(self, zone: str, name: str) -> dict[str, Any]:
-        """Start deleting an instance (and the disks it auto-deletes); its zone operation."""
+        """Start deleting an instance (with the disks it auto-deletes); its zone operation."""
         instance = self.instance(zone, name)
         instance["status"] = "STOPPING"
-        op = self._operation(
-            zone, "delete", instance, self.operation_delay, lambda: self._remove(zone, name)
-        )
-        return dict(op.body)
+        return self._start(zone, "delete", instance, lambda: self._remove(zone, name))
 
     def _remove(self, zone: str, name: str) -> None:
-        instance = self.instances.pop((zone, name), None)
-        for disk in (instance or {}).get("disks") or ():
-            if disk.get("autoDelete"):
+        self._drop_disks(zone, self.instances.pop((zone, name), {}))
+
+    def _drop_disks(self, zone: str, instance: Mapping[str, Any], every: bool = False) -> None:
+        """Delete the disks ``instance`` auto-deletes (``every``: all it created)."""
+        for disk in instance.get("disks") or ():
+            if every or disk.get("autoDelete"):
                 self.disks.pop((zone, disk["source"].rsplit("/", 1)[-1]), None)
 
     def preempt(self, name: str) -> dict[str, Any]:
-        """Preempt the instance ``name`` (any zone): a DONE ``compute.instances.preempted``
+        """Preempt the instance ``name`` (in any zone): a DONE ``compute.instances.preempted``
         operation; the instance is deleted when its termination action is DELETE, else
         TERMINATED."""
         self.advance()
@@ -350,10 +309,11 @@ class GCEState:
         if key is None:
             raise not_found(f"projects/{self.project}/zones/-/instances/{name}")
         instance = self.instances[key]
-        op = self._operation(key[0], "compute.instances.preempted", instance, 0)
-        op.body.update(user="system", statusMessage="Instance was preempted.")
+        op = self._start(key[0], "compute.instances.preempted", instance, delay=0)
+        update = {"user": "system", "statusMessage": "Instance was preempted."}
+        self.operations[(key[0], op["name"])].body.update(update)
         if instance["scheduling"].get("instanceTerminationAction") == "DELETE":
             self._remove(*key)
         else:
             instance["status"] = "TERMINATED"
-        return dict(op.body)
+        return {**op, **update}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 from google.cloud import compute_v1
 
 from karpenter_core.sdk.types import CloudProviderError
@@ -30,6 +31,10 @@ TEMPLATE = {
                     "value": "cloud.google.com/gke-nodepool=default-pool,cloud.google.com/gke-os-distribution=cos",
                 },
                 {"key": "cluster-name", "value": "demo"},
+                {
+                    "key": "kubelet-config",
+                    "value": "kind: KubeletConfiguration\nmaxPods: 110\nx: 1\n",
+                },
             ]
         },
         "labels": {
@@ -44,12 +49,13 @@ TEMPLATE = {
 }
 
 
-def metadata(custom: dict[str, str] | None = None) -> dict[str, str]:
+def metadata(
+    custom: dict[str, str] | None = None, kubelet: dict[str, Any] | None = None
+) -> dict[str, str]:
     template = NodeTemplate.from_template(TEMPLATE)
     labels = {"karpenter.sh/nodepool": "default"}
-    return node_metadata(
-        template, labels, ["karpenter.sh/unregistered:NoExecute"], 64, "us-central1-b", custom or {}
-    )
+    taints = ["karpenter.sh/unregistered:NoExecute"]
+    return node_metadata(template, labels, taints, 64, "us-central1-b", custom or {}, kubelet or {})
 
 
 def test_the_template_is_read_without_the_pool_identity() -> None:
@@ -73,6 +79,16 @@ def test_the_kubelet_gets_the_node_labels_taints_and_max_pods() -> None:
     assert "--max-pods=64" in args
     assert "--register-with-taints=karpenter.sh/unregistered:NoExecute" in args
     assert not any("pool=true" in a or "gke-nodepool" in a for a in args)
+
+
+def test_the_kubelet_config_gets_the_nodeclass_settings_and_max_pods() -> None:
+    items = metadata(kubelet={"kubeReserved": {"cpu": "100m"}, "maxPods": 30})
+    assert yaml.safe_load(items["kubelet-config"]) == {
+        "kind": "KubeletConfiguration",
+        "maxPods": 64,
+        "x": 1,
+        "kubeReserved": {"cpu": "100m"},
+    }
 
 
 def test_the_nodeclass_metadata_is_added() -> None:

@@ -54,7 +54,7 @@ def test_packaged_catalog_covers_its_regions_and_records_its_source():
         "a3-highgpu-1g",
         "g2-standard-4",
     } <= names
-    assert len(names) == 40
+    assert len(names) == 51
 
 
 def test_rows_carry_zones_gpus_and_per_zone_prices():
@@ -118,7 +118,7 @@ def test_generator_refuses_a_copy_with_another_sha256(tmp_path, capsys):
     copy = tmp_path / "vms.csv"
     copy.write_text(CSV)
     assert _generator().main(["--csv", str(copy), "--output", str(tmp_path / "out.gz")]) == 1
-    assert "expected 05a60b21" in capsys.readouterr().err
+    assert "expected 835cdfb6" in capsys.readouterr().err
     assert not (tmp_path / "out.gz").exists()
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from google.api_core import exceptions
 from google.auth.credentials import AnonymousCredentials
-from karpenter_gcp.clients import COMPUTE, GCPClients
 
 from karpenter_core.sdk.settings import OptionError
+from karpenter_gcp.clients import COMPUTE, GCPClients
 
 ENDPOINT = "http://127.0.0.1:9"
 

@@ -3,13 +3,20 @@ throttling and 503 are retried and mark nothing."""
 
 from __future__ import annotations
 
+import pytest
 from google.api_core import exceptions
 
 from karpenter_core.apis import labels as wk
 from karpenter_core.apis.requirements import Requirements
 from karpenter_core.sdk.offerings import UnavailableOfferings
-from karpenter_core.sdk.types import CreateError, InstanceType, InsufficientCapacity, Offering
-from karpenter_gcp.errors import QUOTA_TTL, error_codes, launch_error, retryable
+from karpenter_core.sdk.types import (
+    CloudProviderError,
+    CreateError,
+    InstanceType,
+    InsufficientCapacity,
+    Offering,
+)
+from karpenter_gcp.errors import QUOTA_TTL, calling, error_codes, launch_error, retryable
 
 ZONES = ["us-central1-a", "us-central1-b", "us-central1-c"]
 
@@ -44,6 +51,13 @@ def test_a_stockout_marks_only_that_offering() -> None:
     error = fail(cache, "ZONE_RESOURCE_POOL_EXHAUSTED", "no n2 in a", "spot")
     assert isinstance(error, InsufficientCapacity)
     assert cache.snapshot() == {"n2-standard-4": frozenset({("spot", ZONES[0])})}
+
+
+def test_a_subnetwork_without_addresses_keeps_every_offering_out_for_a_while() -> None:
+    cache = UnavailableOfferings()
+    error = fail(cache, "IP_SPACE_EXHAUSTED_WITH_DETAILS", "no address in default", "spot")
+    assert isinstance(error, InsufficientCapacity)
+    assert cache.snapshot().capacity_types == {"spot", "on-demand"}
 
 
 def test_a_quota_marks_the_type_in_every_zone_or_all_spot() -> None:
@@ -83,3 +97,18 @@ def test_throttling_and_unavailability_are_retried_the_rest_is_not() -> None:
     assert not retryable(api_error(exceptions.Forbidden, "quotaExceeded"))
     assert not retryable(api_error(exceptions.BadRequest, "invalid"))
     assert not retryable(ValueError("x"))
+
+
+def test_a_call_that_failed_for_good_is_a_provider_error_naming_it() -> None:
+    raised = pytest.raises(CloudProviderError, match=r"^listing instances: 403 denied$")
+    with raised, calling("listing instances"):
+        raise exceptions.Forbidden("denied")
+    gave_up = exceptions.RetryError("Timeout of 60.0s exceeded", cause=None)
+    error = fail_with(gave_up)
+    assert isinstance(error, CreateError) and "Timeout of 60.0s exceeded" in str(error)
+
+
+def fail_with(error: exceptions.GoogleAPIError) -> Exception:
+    return launch_error(
+        UnavailableOfferings(), error_codes(error), "karpenter-a", TYPE, offering(ZONES[0], "spot")
+    )

@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 from google.api_core import exceptions
 from google.cloud import compute_v1
+
 from karpenter_gcp.clients import GCPClients
+from karpenter_gcp.pricing import COMPUTE_SERVICE
 from karpenter_gcp.testing import FakeGCE
-from karpenter_gcp.testing.fixtures import CLUSTER, COMPUTE_SERVICE, NODE_POOL, TEMPLATE
+from karpenter_gcp.testing.fixtures import CLUSTER, NODE_POOL, TEMPLATE
 
 # every test talks to a server thread through the Google client libraries
 pytestmark = pytest.mark.slow
@@ -79,13 +81,17 @@ def test_zones_and_machine_types_page_through_the_aggregated_list(
         request={"project": fake.project, "max_results": 5}
     )
     seen = {(key, t.name) for key, scoped in pages for t in scoped.machine_types}
-    expected = {
-        (f"zones/{z}", t["name"]) for z, rows in fake.state.machine_types.items() for t in rows
-    }
+    expected = {(f"zones/{z}", t) for z, types in fake.state.machine_types.items() for t in types}
     assert seen == expected
     assert sum(r.path.endswith("aggregated/machineTypes") for r in fake.requests) > 1
     one = clients.machine_types.get(project=fake.project, zone=ZONE, machine_type="n2-standard-2")
     assert (one.guest_cpus, one.memory_mb) == (2, 8192)
+    with pytest.raises(exceptions.NotFound, match="machineTypes/n9-huge"):
+        clients.machine_types.get(project=fake.project, zone=ZONE, machine_type="n9-huge")
+    with pytest.raises(exceptions.NotFound, match="zones/mars-1a"):
+        clients.zones.get(project=fake.project, zone="mars-1a")
+    with pytest.raises(exceptions.Forbidden):
+        list(clients.zones.list(project="someone-else"))
 
 
 def test_images_list_with_a_name_filter_and_family_skips_deprecated(
@@ -104,6 +110,11 @@ def test_images_list_with_a_name_filter_and_family_skips_deprecated(
     )
     assert family.name == "ubuntu-gke-2404-1-34-arm64-v20260416"
     assert family.architecture == "ARM64"
+    fake.publish_node_images("v1.36.2")
+    published = clients.images.list(
+        request={"project": "gke-node-images", "filter": "name=gke-1362-gke1000000-*"}
+    )
+    assert len(list(published)) == 6  # amd64, arm64 and GPU; the current and an older build
 
 
 def test_insert_get_list_delete_with_operations(fake: FakeGCE, clients: GCPClients) -> None:
@@ -154,6 +165,12 @@ def test_bad_inserts_are_refused(
 ) -> None:
     with pytest.raises(exceptions.BadRequest, match=message):
         insert(clients, instance)
+
+
+def test_a_filter_it_cannot_read_is_refused(fake: FakeGCE, clients: GCPClients) -> None:
+    request = {"project": fake.project, "zone": ZONE, "filter": "labels.a OR labels.b"}
+    with pytest.raises(exceptions.BadRequest, match="Invalid list filter expression"):
+        list(clients.instances.list(request=request))
 
 
 def test_a_second_insert_of_a_name_conflicts(fake: FakeGCE, clients: GCPClients) -> None:
@@ -238,7 +255,7 @@ def test_gke_node_pool_template_and_subnetwork(fake: FakeGCE, clients: GCPClient
 
 def test_billing_catalog_pages_through_the_skus(fake: FakeGCE, clients: GCPClients) -> None:
     services = list(clients.billing.list_services())
-    assert [s.service_id for s in services] == [COMPUTE_SERVICE]
+    assert [s.name for s in services] == [COMPUTE_SERVICE]
     skus = list(clients.billing.list_skus(request={"parent": services[0].name, "page_size": 3}))
     assert len(skus) == len(fake.skus) > 3
     assert skus[0].pricing_info[0].pricing_expression.tiered_rates[0].unit_price.nanos > 0
@@ -255,6 +272,7 @@ def test_python_dash_m_announces_its_endpoint() -> None:
         announced = json.loads(process.stdout.readline())
         clients = GCPClients.create(announced["project"], endpoint=announced["endpoint"])
         assert len(list(clients.zones.list(project=announced["project"]))) == 4
+        assert announced["env"]["KARPENTER_GCP_API_ENDPOINT"] == announced["endpoint"]
     finally:
         process.terminate()
         assert process.wait(timeout=10) == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from karpenter_gcp.testing.faults import Faults
 from karpenter_gcp.testing.listing import FilterError, matches, page
 
@@ -67,6 +68,8 @@ def test_capacity_faults_match_and_lapse() -> None:
     assert error["httpErrorStatusCode"] == 403
     with pytest.raises(ValueError, match="stockout: code"):
         faults.stockout(code="NOPE")
+    with pytest.raises(ValueError, match="times 0"):
+        faults.quota(times=0)
 
 
 def test_request_faults_answer_the_next_calls_in_google_error_format() -> None:

@@ -129,6 +129,15 @@ def test_spot_is_the_spot_provisioning_model_deleted_on_preemption() -> None:
         "automaticRestart": True,
         "onHostMaintenance": "MIGRATE",
     }
+    gpu = build(
+        MachineType("g2-standard-4", 4, 16384, ZONES, gpu_name="nvidia-l4", gpu_count=1),
+        BuildOptions("us-central1"),
+        lambda *_: 1.0,
+        lambda *_: False,
+    )
+    offering = next(o for o in gpu.offerings if o.capacity_type == "on-demand")
+    made = instance_body(nodeclaim(), node_class(), gpu, offering, TEMPLATE, SETTINGS)
+    assert made["scheduling"]["onHostMaintenance"] == "TERMINATE", "GPUs do not live-migrate"
 
 
 def test_the_body_boots_the_image_and_deletes_every_disk_with_the_instance() -> None:
@@ -167,16 +176,17 @@ def test_the_instance_carries_the_clusters_labels_and_karpenters() -> None:
 
 
 def test_the_bootstrap_metadata_names_the_node() -> None:
-    items = {
-        i["key"]: i["value"] for i in body("spot", metadata={"team": "a"})["metadata"]["items"]
-    }
+    made = body("spot", metadata={"team": "a"}, kubeletConfiguration={"podsPerCore": 8})
+    items = {i["key"]: i["value"] for i in made["metadata"]["items"]}
     assert items["karpenter-source-image"] == IMAGE and items["team"] == "a"
+    assert items["kubelet-config"] == "podsPerCore: 8\nmaxPods: 110\n"
     assert items["cluster-name"] == "demo"
     labels = dict(pair.split("=") for pair in items["kube-labels"].split(","))
     assert labels[wk.NODEPOOL] == "default" and labels[wk.CAPACITY_TYPE] == "spot"
     assert labels["cloud.google.com/gke-spot"] == "true"
     assert labels[wk.TOPOLOGY_ZONE] == "us-central1-a"
-    assert "--register-with-taints=dedicated=gpu:NoSchedule" in items["kube-env"]
+    taints = "--register-with-taints=dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute"
+    assert taints in items["kube-env"]
     assert "ZONE: us-central1-a" in items["kube-env"]
 
 
@@ -303,10 +313,13 @@ def test_a_stockout_marks_the_offering_and_the_next_create_moves_zone(fake: Fake
 
 
 @pytest.mark.slow
-def test_a_quota_error_moves_the_next_create_to_another_type(fake: FakeGCE) -> None:
+@pytest.mark.parametrize("immediate", [False, True], ids=["in-operation", "insert-403"])
+def test_a_quota_error_moves_the_next_create_to_another_type(
+    fake: FakeGCE, immediate: bool
+) -> None:
     unavailable = UnavailableOfferings()
     instances = launcher(fake, unavailable)
-    fake.faults.quota("e2-standard-4", metric="E2_CPUS")
+    fake.faults.quota("e2-standard-4", metric="E2_CPUS", immediate=immediate)
     types = (instance_type(), instance_type("e2-standard-8", price=0.4))
     with pytest.raises(InsufficientCapacity, match="quota"):
         instances.create(nodeclaim(), node_class(), offered(unavailable, *types))

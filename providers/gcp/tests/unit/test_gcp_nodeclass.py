@@ -85,3 +85,19 @@ def test_the_shipped_crd_is_generated_from_the_model() -> None:
     crd = yaml.safe_load(shipped)
     assert crd["spec"]["names"]["shortNames"] == ["gcenc", "gcencs"]
     assert crd["spec"]["versions"][0]["name"] == "v1alpha1"
+
+
+def test_the_cluster_role_covers_the_kind_its_status_and_finalizers() -> None:
+    role = yaml.safe_load(
+        (crd_path(NODE_CLASS).parent.parent / "rbac" / "clusterrole.yaml").read_text()
+    )
+    granted = {
+        (resource, verb)
+        for rule in role["rules"]
+        if rule["apiGroups"] == [NODE_CLASS.group]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    plural = NODE_CLASS.plural
+    assert {(plural, "list"), (plural, "watch"), (plural, "patch")} <= granted
+    assert {(f"{plural}/status", "patch"), (f"{plural}/finalizers", "patch")} <= granted

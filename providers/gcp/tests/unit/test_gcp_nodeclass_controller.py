@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,8 +16,8 @@ from karpenter_core.sdk.record import ProviderContext
 from karpenter_gcp.clients import GCPClients
 from karpenter_gcp.nodeclass import HASH_ANNOTATION, GCENodeClass, nodeclass_hash
 from karpenter_gcp.nodeclass_controller import (
-    TERMINATION_FINALIZER,
     NodeClassController,
+    StatusResolver,
     resolve_status,
     subnetwork_path,
 )
@@ -51,15 +52,11 @@ def node_class(status: dict[str, Any] | None = None, **spec: Any) -> GCENodeClas
 
 
 def resolve(clients: GCPClients, nc: GCENodeClass) -> tuple[dict[str, Any], bool]:
-    return resolve_status(
-        nc,
-        images_client=clients.images,
-        subnetworks_client=clients.subnetworks,
-        project=PROJECT,
-        region=REGION,
-        kubernetes_version=VERSION,
-        now=NOW,
-    )
+    return resolver(clients)(nc, VERSION, NOW)
+
+
+def resolver(clients: GCPClients) -> StatusResolver:
+    return StatusResolver(clients.images, clients.subnetworks, PROJECT, REGION)
 
 
 def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
@@ -135,6 +132,31 @@ def test_a_failed_image_listing_keeps_the_images_and_their_condition(
     assert conditions(unknown)["ImagesReady"] == ("Unknown", "ImagesResolutionFailed")
 
 
+def test_one_call_resolves_as_the_resolver_does(clients: GCPClients) -> None:
+    nc = node_class()
+    once = resolve_status(
+        nc,
+        images_client=clients.images,
+        subnetworks_client=clients.subnetworks,
+        project=PROJECT,
+        region=REGION,
+        kubernetes_version=VERSION,
+        now=NOW,
+    )
+    assert once == resolve(clients, nc)
+
+
+def test_the_providers_controller_resolves_with_its_clients(clients: GCPClients) -> None:
+    kube = FakeKube()
+    try:
+        provider = SimpleNamespace(clients=clients, settings=SimpleNamespace(region=REGION))
+        context = ProviderContext(kube_client=kube.api_client(), clock=lambda: NOW)
+        made = NodeClassController.for_provider(context, provider)
+    finally:
+        kube.stop()
+    assert made.resolve(node_class(), VERSION, NOW) == resolve(clients, node_class())
+
+
 def test_subnetwork_paths() -> None:
     assert subnetwork_path("nodes", PROJECT, REGION) == (PROJECT, REGION, "nodes")
     url = f"https://www.googleapis.com/compute/v1/{SUBNETWORK}"
@@ -149,10 +171,7 @@ def test_a_sync_writes_status_hash_and_finalizer(
     try:
         controller = NodeClassController(
             ProviderContext(kube_client=kube.api_client(), clock=lambda: NOW),
-            images_client=clients.images,
-            subnetworks_client=clients.subnetworks,
-            project=PROJECT,
-            region=REGION,
+            resolver(clients),
         )
         monkeypatch.setattr(controller._cluster, "version_info", lambda: {"gitVersion": VERSION})
         collection = "/apis/karpenter.k8s.gcp/v1alpha1/gcenodeclasses"
@@ -169,10 +188,26 @@ def test_a_sync_writes_status_hash_and_finalizer(
         stored = GCENodeClass.from_manifest(kube.object(f"{collection}/default") or {})
     finally:
         kube.stop()
-    assert stored.metadata.finalizers == [TERMINATION_FINALIZER]
+    assert stored.metadata.finalizers == ["karpenter.k8s.gcp/termination"]
     assert stored.metadata.annotations[HASH_ANNOTATION] == nodeclass_hash(stored.spec)
     assert stored.not_ready_reason() is None
     assert [image.source_image for image in stored.status.images] == [
         f"{UBUNTU}-amd64-v20260416",
         f"{UBUNTU}-arm64-v20260416",
     ]
+
+
+def test_a_pinned_cos_build_may_be_deprecated_and_a_missing_id_is_not_found(
+    clients: GCPClients,
+) -> None:
+    old = [{"alias": "ContainerOptimizedOS@121.18867.90.4"}]
+    pinned, _ = resolve(clients, node_class(imageSelectorTerms=old))
+    assert [image["sourceImage"] for image in pinned["images"]] == [
+        f"{COS}-121-18867-90-4-c-pre",
+        f"{COS}-arm64-121-18867-90-4-c-pre",
+        f"{COS}-121-18867-90-4-c-nvda",
+    ]
+    gone = [{"id": "projects/gke-node-images/global/images/gone"}]
+    missing, failed = resolve(clients, node_class(imageSelectorTerms=gone))
+    assert not failed
+    assert conditions(missing)["ImagesReady"] == ("False", "ImagesNotFound")

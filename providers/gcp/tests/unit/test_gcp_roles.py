@@ -90,9 +90,12 @@ def methods(client: type) -> frozenset[str]:
 
 
 def _client_name(owner: ast.expr) -> str:
-    """``instances`` of ``clients.instances``, ``self._instances`` or ``instances_client``."""
-    name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
-    return str(name).lstrip("_").removesuffix("_client")
+    """``instances`` of ``clients.instances`` or ``instances_client`` (a bare ``instances`` is
+    the provider's own ``Instances``)."""
+    if isinstance(owner, ast.Attribute):
+        return owner.attr.lstrip("_")
+    name = getattr(owner, "id", "")
+    return str(name).removesuffix("_client") if str(name).endswith("_client") else ""
 
 
 def api_calls() -> dict[tuple[str, str], list[str]]:
