@@ -26,6 +26,23 @@ def test_an_endpoint_gets_anonymous_credentials_and_every_client_uses_it() -> No
     assert clients.instances is clients.instances  # built once
 
 
+def test_without_an_endpoint_google_apis_and_the_default_credentials_serve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    found = AnonymousCredentials()
+    asked: list[Any] = []
+
+    def default(scopes: list[str]) -> tuple[Any, str]:
+        asked.append(scopes)
+        return found, "p"
+
+    monkeypatch.setattr("google.auth.default", default)
+    clients = GCPClients.create("p")
+    assert clients.instances._transport._host == "https://compute.googleapis.com"
+    assert clients.credentials is found
+    assert asked == [["https://www.googleapis.com/auth/cloud-platform"]]
+
+
 def test_given_credentials_and_clients_are_used_as_they_are() -> None:
     credentials, instances = AnonymousCredentials(), object()
     clients = GCPClients.create(

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
-from karpenter_core.apis.requirements import Operator
 from karpenter_gcp.instancetype import (
     INSTANCE_LABELS,
     LABEL_GKE_ACCELERATOR,
@@ -15,6 +13,8 @@ from karpenter_gcp.instancetype import (
     kube_reserved,
     name_labels,
 )
+
+from karpenter_core.apis.requirements import Operator
 
 GIB = 2**30
 MIB = 2**20
