@@ -14,8 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from karpenter_core.sdk.record import ProviderOption, option_env, option_flag
-from karpenter_core.sdk.settings import OptionError, OptionReader, boolean, fraction, matching, url
+from karpenter_core.sdk.record import ProviderOption
+from karpenter_core.sdk.settings import (
+    OptionError,
+    OptionReader,
+    boolean,
+    fraction,
+    matching,
+    missing_options,
+    url,
+)
 
 __all__ = ["FALLBACK_REGION", "OPTIONS", "PROVIDER", "GCPSettings", "SettingsError"]
 
@@ -108,9 +116,4 @@ class GCPSettings:
             "cluster-name": self.cluster_name,
             "node-pool": self.node_pool,
         }
-        env = {option.name: option.env for option in OPTIONS}
-        return [
-            f"{option_flag(PROVIDER, name)} ({option_env(PROVIDER, name)} or {env[name]})"
-            for name, value in required.items()
-            if not value
-        ]
+        return missing_options(PROVIDER, OPTIONS, required)
