@@ -12,7 +12,6 @@ from karpenter_core.sdk.record import ProviderOption
 from karpenter_core.sdk.settings import (
     OptionError,
     OptionReader,
-    missing_options,
     Parser,
     boolean,
     choice,
@@ -20,6 +19,7 @@ from karpenter_core.sdk.settings import (
     fraction,
     items,
     matching,
+    missing_options,
     port,
     positive_number,
     text,
