@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import builtins
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from google.auth.exceptions import DefaultCredentialsError
 
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
 from karpenter_core.sdk.machines import MachineView
@@ -86,6 +88,18 @@ def build_options(settings: GCPSettings, node_class: GCENodeClass | None) -> Bui
     )
 
 
+def _billing(clients: GCPClients) -> Any:
+    """The Cloud Billing client, the first client built: ``CloudProviderError`` in one line
+    when google-auth finds no credentials."""
+    try:
+        return clients.billing
+    except DefaultCredentialsError as error:
+        raise CloudProviderError(
+            "the gcp provider found no Google credentials (Workload Identity on GKE, "
+            f"GOOGLE_APPLICATION_CREDENTIALS elsewhere): {error}"
+        ) from None
+
+
 class GCPCloudProvider:
     """Launches, lists, drifts and deletes Compute Engine instances for Karpenter."""
 
@@ -123,7 +137,7 @@ class GCPCloudProvider:
             pricing = GCPPricing(settings.region)
             catalog = Catalog.offline(settings.region, pricing, unavailable)
         else:
-            pricing = GCPPricing(settings.region, clients.billing)
+            pricing = GCPPricing(settings.region, _billing(clients))
             catalog = Catalog.live(clients, settings.region, pricing, unavailable)
         return cls(settings, clients, catalog, unavailable, context)
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import google.auth
 import pytest
+from google.auth.exceptions import DefaultCredentialsError
 
 from karpenter_conformance.fakekube import FakeKube
 from karpenter_core.apis import labels as wk
@@ -118,6 +120,17 @@ def controllers(settings: dict[str, str]) -> list[str]:
 def test_preemption_handling_can_be_turned_off() -> None:
     settings = {"gcp_region": "us-central1", "gcp_api_endpoint": "http://127.0.0.1:9"}
     assert controllers({**settings, "gcp_interruption": "false"}) == ["NodeClassController"]
+
+
+def test_no_google_credentials_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_credentials(**_: Any) -> Any:
+        raise DefaultCredentialsError("Your default credentials were not found.")
+
+    monkeypatch.setattr(google.auth, "default", no_credentials)
+    settings = {"gcp_region": "us-central1", "gcp_project_id": "my-project"}
+    context = ProviderContext(settings=RECORD.settings(settings), kube_client=FakeKube())
+    with pytest.raises(CloudProviderError, match=r"^the gcp provider found no Google credentials"):
+        RECORD.factory(context)
 
 
 # -- live, against the fake GCE server --------------------------------------------------------
