@@ -60,7 +60,7 @@ def offline_regions() -> list[str]:
 
 
 def packaged_source() -> dict[str, str]:
-    """Where the packaged catalog comes from: repository, path, commit, ranges, sha256."""
+    """Where the packaged catalog comes from: repository, path, commit, sha256."""
     return dict(_packaged()["source"])
 
 

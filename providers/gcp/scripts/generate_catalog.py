@@ -2,15 +2,15 @@
 
 The source is SkyPilot's public GCP catalog (skypilot-org/skypilot-catalog,
 ``catalogs/v9/gcp/vms.csv``: per machine type and zone the vCPUs, memory and the on-demand and
-spot prices), read from a local copy of the pinned commit. The copy is either the whole file
-(then the recorded character ranges are cut from it) or those ranges already cut out (see
-data/README.md); the sha256 of the ranges is checked either way. The output is deterministic
+spot prices), read from a local copy of the pinned commit whose sha256 is checked (data/README.md says how
+the copy was made). TPU hosts, bare-metal types (GKE runs no nodes on them) and fractional-GPU types are left
+out. The output is deterministic
 (sorted keys, compact JSON, gzip with mtime 0), so the same copy gives the same bytes.
 
     python providers/gcp/scripts/generate_catalog.py --csv path/to/vms.csv
 
 GPU model and count come from ``family_gpus`` (a table per machine family, GCE's accelerator type
-names), since the source leaves the accelerators of a2/a3/g2 types empty; the memory per GPU
+names), since the source leaves the accelerators of a2/a3/a4/g2/g4 types empty; the memory per GPU
 from ``GPU_MEMORY_MIB``, which the file carries for live rows too; arm64 for ``ARM_FAMILIES``.
 """
 
@@ -32,21 +32,20 @@ SOURCE = {
     "repository": "skypilot-org/skypilot-catalog",
     "path": "catalogs/v9/gcp/vms.csv",
     "commit": "2c3d7ea7d76bf84cf80d382e946c1609571485fd",
-    "ranges": "characters [0, 15000), [937877, 1046867), [1463907, 1543593) and [2176938, 2190315)"
-    " of 2507091",
-    "sha256": "835cdfb6600163986bd032bec1c7038132f39ba78de048afbea568e54c644a43",
+    "sha256": "172420f5ebbd02f58123e729baf915e51c75f30cebac847aecd16441c8844d1d",
 }
-"""Where the rows come from; ``sha256`` is that of the ranges joined."""
-FULL_LENGTH = 2507091
+"""Where the rows come from: the file at that commit, whose sha256 the generator checks."""
 FAMILY_GPUS = {
     "a2-highgpu": "nvidia-tesla-a100",
     "a2-megagpu": "nvidia-tesla-a100",
     "a2-ultragpu": "nvidia-a100-80gb",
+    "a4-highgpu": "nvidia-b200",
     "a3-edgegpu": "nvidia-h100-80gb",
     "a3-highgpu": "nvidia-h100-80gb",
     "a3-megagpu": "nvidia-h100-mega-80gb",
     "a3-ultragpu": "nvidia-h200-141gb",
     "g2-standard": "nvidia-l4",
+    "g4-standard": "nvidia-rtx-pro-6000",
 }
 """The GPU (GCE accelerator type) of each machine family and shape that has GPUs attached."""
 GPU_MEMORY_MIB = {
@@ -56,14 +55,20 @@ GPU_MEMORY_MIB = {
     "nvidia-h100-mega-80gb": 81920,
     "nvidia-h200-141gb": 144384,
     "nvidia-l4": 24576,
+    "nvidia-b200": 184320,
+    "nvidia-rtx-pro-6000": 98304,
     "nvidia-tesla-t4": 16384,
     "nvidia-tesla-v100": 16384,
     "nvidia-tesla-p100": 16384,
     "nvidia-tesla-p4": 8192,
 }
 """MiB of memory per GPU by accelerator type (Google's GPU table), for offline and live rows."""
-G2_GPUS = {24: 2, 48: 4, 96: 8}
-"""L4 GPUs of a g2-standard type by vCPUs (one below 24); a2/a3 names carry ``-<n>g``."""
+VCPU_GPUS = {
+    "g2-standard": {4: 1, 8: 1, 12: 1, 16: 1, 24: 2, 32: 1, 48: 4, 96: 8},
+    "g4-standard": {48: 1, 96: 2, 192: 4, 384: 8},
+}
+"""GPUs of the types whose names do not carry ``-<n>g``, by vCPUs (Google's GPU machine tables);
+a type missing here holds a fraction of a GPU (g4-standard-6/12/24) and is left out."""
 ARM_FAMILIES = frozenset({"t2a", "c4a", "n4a"})
 
 
@@ -73,17 +78,9 @@ def family_gpus(name: str, vcpus: int) -> tuple[str, int]:
     if gpu is None:
         return "", 0
     count = re.search(r"-(\d+)g(?:-|$)", name)
-    return gpu, int(count.group(1)) if count else G2_GPUS.get(vcpus, 1)
-
-
-RANGES = ((0, 15000), (937877, 1046867), (1463907, 1543593), (2176938, 2190315))
-
-
-def excerpt(text: str) -> str:
-    """The recorded ranges of the whole file, or ``text`` itself when it is the excerpt."""
-    if len(text) == FULL_LENGTH:
-        return "".join(text[start:end] for start, end in RANGES)
-    return text
+    if count:
+        return gpu, int(count.group(1))
+    return gpu, VCPU_GPUS["-".join(name.split("-")[:2])].get(vcpus, 0)
 
 
 def build(text: str) -> dict[str, Any]:
@@ -93,10 +90,12 @@ def build(text: str) -> dict[str, Any]:
     offers: dict[tuple[str, str, float, float | None], list[str]] = {}
     for row in csv.DictReader(io.StringIO(text)):
         name, region, zone = row["InstanceType"], row["Region"], row["AvailabilityZone"]
-        if not name:  # an accelerator's own row (TPUs, attachable GPUs), not a machine type
+        if not name or name.endswith(("-tpu", "-metal")):  # an accelerator, a TPU host, bare metal
             continue
         vcpus = int(float(row["vCPUs"]))
         gpu_name, gpu_count = family_gpus(name, vcpus)
+        if gpu_name and not gpu_count:  # a fraction of a GPU
+            continue
         if row["AcceleratorName"]:
             gpu_name, gpu_count = row["AcceleratorName"], int(float(row["AcceleratorCount"]))
         memory = round(float(row["MemoryGiB"]) * 1024)
@@ -136,11 +135,11 @@ def render(catalog: dict[str, Any]) -> bytes:
 def main(argv: list[str] | None = None) -> int:
     """Read the copy, check its sha256, write (or with ``--check`` compare) the packaged file."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--csv", required=True, type=Path, help="copy of vms.csv or its excerpt")
+    parser.add_argument("--csv", required=True, type=Path, help="copy of vms.csv")
     parser.add_argument("--output", type=Path, default=DATA)
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
     args = parser.parse_args(argv)
-    text = excerpt(args.csv.read_text(encoding="utf-8"))
+    text = args.csv.read_text(encoding="utf-8")
     digest = hashlib.sha256(text.encode()).hexdigest()
     if digest != SOURCE["sha256"]:
         print(f"{args.csv}: sha256 {digest}, expected {SOURCE['sha256']}", file=sys.stderr)

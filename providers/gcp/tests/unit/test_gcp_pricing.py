@@ -103,7 +103,9 @@ def test_live_prices_replace_the_packaged_ones_for_families_the_api_prices():
         4 * 0.02181159 + 16 * 0.00292353, 6
     )
     assert pricing.price("spot", E2, "us-central1-a") == 0.07735  # no spot SKU: packaged
-    assert pricing.price("on-demand", C3, "us-central1-a") is None  # priced by neither
+    assert pricing.price("on-demand", C3, "us-central1-a") == 0.20161  # no C3 SKU: packaged
+    unknown = MachineType("x9-standard-4", 4, 16384, ("us-central1-a",))
+    assert pricing.price("on-demand", unknown, "us-central1-a") is None  # priced by neither
 
 
 def test_failed_reads_keep_the_prices_before_and_log_once(caplog):
