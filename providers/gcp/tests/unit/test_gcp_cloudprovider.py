@@ -164,15 +164,15 @@ def test_a_stockout_moves_the_next_create_to_another_zone(
 ) -> None:
     profile, provider = live
     on_demand = {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}
-    first = provider.create(nodeclaim("first", on_demand))
-    labels = first.metadata.labels
-    profile.insufficient_capacity(labels[wk.INSTANCE_TYPE], labels[wk.TOPOLOGY_ZONE], "on-demand")
-    same_type = {"key": wk.INSTANCE_TYPE, "operator": "In", "values": [labels[wk.INSTANCE_TYPE]]}
+    n2 = {"key": wk.INSTANCE_TYPE, "operator": "In", "values": ["n2-standard-2"]}  # 4 zones
+    first = provider.create(nodeclaim("first", on_demand, n2))
+    zone = first.metadata.labels[wk.TOPOLOGY_ZONE]
+    profile.insufficient_capacity("n2-standard-2", zone, "on-demand")
     with pytest.raises(InsufficientCapacity, match="ZONE_RESOURCE_POOL_EXHAUSTED"):
-        provider.create(nodeclaim("second", on_demand, same_type))
-    moved = provider.create(nodeclaim("second", on_demand, same_type))
-    assert moved.metadata.labels[wk.INSTANCE_TYPE] == labels[wk.INSTANCE_TYPE]
-    assert moved.metadata.labels[wk.TOPOLOGY_ZONE] != labels[wk.TOPOLOGY_ZONE]
+        provider.create(nodeclaim("second", on_demand, n2))
+    moved = provider.create(nodeclaim("second", on_demand, n2))
+    assert moved.metadata.labels[wk.INSTANCE_TYPE] == "n2-standard-2"
+    assert moved.metadata.labels[wk.TOPOLOGY_ZONE] != zone
 
 
 @pytest.mark.slow
