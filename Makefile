@@ -43,7 +43,8 @@ integration: cluster-build
 test: lint unit slow integration
 
 # The Helm charts' CRDs and RBAC are generated from the core and the AWS provider's record
-# (a unit test checks the committed files match). They are EKS's: the Azure provider's CRD and
-# RBAC are not in them (`karpenter crds` and `karpenter rbac --provider azure` print them).
+# (a unit test checks the committed files match). They are EKS's: the Azure and GCP providers'
+# CRDs and RBAC are not in them (`karpenter crds` and `karpenter rbac --provider azure|gcp`
+# print them).
 chart: setup
 	$(BIN)/karpenter chart --provider aws --charts-dir charts

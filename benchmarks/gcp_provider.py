@@ -37,6 +37,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import common
+
 ROOT = Path(__file__).resolve().parent.parent
 REGION = "us-central1"
 CATALOG_TARGET_MS = 300.0
@@ -44,54 +46,6 @@ NODE_CLASS_REF = {"group": "karpenter.k8s.gcp", "kind": "GCENodeClass", "name": 
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-def in_fresh_process(function: str, *args: str) -> dict[str, Any]:
-    """Run ``function`` of this module in a new interpreter; its JSON result."""
-    code = (
-        "import json, sys; sys.path.insert(0, 'benchmarks'); import gcp_provider as b; "
-        f"print(json.dumps(b.{function}(*sys.argv[1:])))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
-
-
-def nodepool() -> Any:
-    from karpenter_core.apis.v1.nodepool import NodePool
-
-    return NodePool.model_validate(
-        {
-            "metadata": {"name": "general"},
-            "spec": {"template": {"spec": {"nodeClassRef": NODE_CLASS_REF, "requirements": []}}},
-        }
-    )
-
-
-def nodeclaim(name: str) -> Any:
-    from karpenter_core.apis.v1.nodeclaim import NodeClaim
-
-    return NodeClaim.model_validate(
-        {
-            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "general"}},
-            "spec": {
-                "nodeClassRef": NODE_CLASS_REF,
-                "requirements": [
-                    {
-                        "key": "karpenter.sh/capacity-type",
-                        "operator": "In",
-                        "values": ["spot", "on-demand"],
-                    }
-                ],
-                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
-            },
-        }
-    )
 
 
 def live_provider(profile: Any, node_class: Any) -> Any:
@@ -120,7 +74,7 @@ def first_catalog_packaged() -> dict[str, Any]:
     from karpenter_gcp.plugin import karpenter_register_providers
 
     [record] = karpenter_register_providers()
-    pool = nodepool()
+    pool = common.nodepool([], NODE_CLASS_REF)
     start = time.perf_counter()
     provider = record.factory(ProviderContext(settings=record.settings({"region": REGION})))
     types = provider.get_instance_types(pool)
@@ -142,7 +96,7 @@ def first_catalog_fake() -> dict[str, Any]:
     try:
         fake = profile._server
         node_class = GCENodeClass.model_validate(profile.node_class())
-        pool = nodepool()
+        pool = common.nodepool([], NODE_CLASS_REF)
         fake.requests.clear()
         start = time.perf_counter()
         provider = live_provider(profile, node_class)
@@ -170,12 +124,14 @@ def measure_creates(concurrent: str, operation: str) -> dict[str, Any]:
         fake.state.operation_delay = delay
         node_class = GCENodeClass.model_validate(profile.node_class())
         provider = live_provider(profile, node_class)
-        provider.get_instance_types(nodepool())  # the catalog is read before the clock starts
-        provider.create(nodeclaim("warm-up"))  # and the node pool's template
+        provider.get_instance_types(
+            common.nodepool([], NODE_CLASS_REF)
+        )  # the catalog is read before the clock starts
+        provider.create(common.nodeclaim("warm-up", NODE_CLASS_REF))  # and the node pool's template
         fake.requests.clear()
 
         start = time.perf_counter()
-        provider.create(nodeclaim("single"))
+        provider.create(common.nodeclaim("single", NODE_CLASS_REF))
         single = time.perf_counter() - start
         single_calls = _calls(fake)
         fake.requests.clear()
@@ -186,7 +142,7 @@ def measure_creates(concurrent: str, operation: str) -> dict[str, Any]:
         def one(index: int) -> None:
             barrier.wait()
             try:
-                provider.create(nodeclaim(f"burst-{index:02d}"))
+                provider.create(common.nodeclaim(f"burst-{index:02d}", NODE_CLASS_REF))
             except Exception as error:  # reported, not raised: the figures still print
                 errors.append(f"{type(error).__name__}: {error}")
 
@@ -277,8 +233,12 @@ def main() -> None:
     parts = args.part or ["catalog", "create", "simulate"]
 
     if "catalog" in parts:
-        packaged = _repeat(args.repeat, lambda: in_fresh_process("first_catalog_packaged"))
-        fake = _repeat(args.repeat, lambda: in_fresh_process("first_catalog_fake"))
+        packaged = _repeat(
+            args.repeat, lambda: common.in_fresh_process("gcp_provider", "first_catalog_packaged")
+        )
+        fake = _repeat(
+            args.repeat, lambda: common.in_fresh_process("gcp_provider", "first_catalog_fake")
+        )
         ms = _median(packaged, "ms")
         mark = "ok" if ms < CATALOG_TARGET_MS else "MISSED"
         print(
@@ -293,7 +253,9 @@ def main() -> None:
     if "create" in parts:
         runs = _repeat(
             args.repeat,
-            lambda: in_fresh_process("measure_creates", str(args.concurrent), str(args.operation)),
+            lambda: common.in_fresh_process(
+                "gcp_provider", "measure_creates", str(args.concurrent), str(args.operation)
+            ),
         )
         single = _median(runs, "single_s")
         burst = _median(runs, "burst_s")

@@ -8,7 +8,7 @@ provider, and a provider written today keeps working until ``API_VERSION`` chang
 
 - ``record``: the registration record, the factory's context, option declarations (and their
   flags and variables), ``hookimpl``, the package files a record points at, and whether the
-  context is offline (``is_offline``, ``offline_default``).
+  context is offline (``is_offline``, ``offline_default``, ``offline_fallback``).
 - ``types``: the ``CloudProvider`` protocol, instance types and offerings, the errors a provider
   raises, and the requirement algebra.
 - ``nodeclass``: NodeClass readiness (``ReadyByConditions``), conditions, Ready's verdict and a

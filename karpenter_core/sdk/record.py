@@ -30,6 +30,7 @@ __all__ = [
     "hookimpl",
     "is_offline",
     "offline_default",
+    "offline_fallback",
     "option_env",
     "option_flag",
     "packaged_file",
@@ -62,3 +63,17 @@ def offline_default(
     if not is_offline(context) or context.settings.get(name):
         return context
     return replace(context, settings={**context.settings, name: default()})
+
+
+def offline_fallback(
+    context: ProviderContext, name: str, fallback: str, what: str
+) -> ProviderContext:
+    """``offline_default`` with a fixed ``fallback``, logged as a warning when it is used:
+    ``no <what> is configured; using <fallback>`` (``what`` names the setting and where it is
+    read from, e.g. ``GCP region (--region, CLUSTER_LOCATION)``)."""
+
+    def warned() -> str:
+        context.logger.warning("no %s is configured; using %s", what, fallback)
+        return fallback
+
+    return offline_default(context, name, warned)

@@ -4,7 +4,8 @@ A parser takes the option's text and returns its value, or raises ``ValueError``
 that quotes the bad value (``'soon' is not a duration ...``). ``OptionReader`` reads a
 provider's ``ProviderContext.settings`` with them and turns a ``ValueError`` into an
 ``OptionError`` naming the option's flag: ``--aws-region: 'us east 1' is not an AWS region
-name (e.g. us-east-1)``. The core's own settings use the same parsers.
+name (e.g. us-east-1)``. The core's own settings use the same parsers. ``missing_options`` names
+the settings a provider needs for an action (a launch) that are not set.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from karpenter_core.apis.duration import parse_duration
-from karpenter_core.cloudprovider.plugin import ProviderOption, option_flag
+from karpenter_core.cloudprovider.plugin import ProviderOption, option_env, option_flag
 from karpenter_core.cloudprovider.types import CloudProviderError
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "fraction",
     "items",
     "matching",
+    "missing_options",
     "port",
     "positive_number",
     "text",
@@ -194,3 +196,20 @@ class OptionReader:
             return parse("" if raw is None else str(raw))
         except ValueError as error:
             raise OptionError(f"{option_flag(self._provider, name)}: {error}") from None
+
+
+def missing_options(
+    provider: str, options: Sequence[ProviderOption], values: Mapping[str, object]
+) -> list[str]:
+    """The options of ``values`` (parsed values by option name) that are empty, in its order,
+    each as ``--<provider>-<name> (KARPENTER_<PROVIDER>_<NAME> or <its env>)``: what a provider
+    names when settings it needs to launch are missing."""
+    declared = {option.name: option for option in options}
+    missing = []
+    for name, value in values.items():
+        if value:
+            continue
+        former = declared[name].env
+        names = option_env(provider, name) + (f" or {former}" if former else "")
+        missing.append(f"{option_flag(provider, name)} ({names})")
+    return missing

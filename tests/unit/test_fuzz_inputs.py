@@ -65,7 +65,7 @@ def _invoke(args: list[str], text: str) -> Result:
 @_settings("simulate")
 @given(
     text=fuzz.manifests(fuzz.SIMULATE_CORPUS),
-    provider=st.sampled_from(("kwok", "aws", "azure")),
+    provider=st.sampled_from(("kwok", "aws", "azure", "gcp")),
     options=st.lists(st.sampled_from(("--disrupt", "--strict", "json")), unique=True),
 )
 def test_simulate_bad_manifests(text: str, provider: str, options: list[str]) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from karpenter_core.sdk.record import ProviderOption, option_env, option_flag
+from karpenter_core.sdk.record import ProviderOption
 from karpenter_core.sdk.settings import (
     OptionError,
     OptionReader,
@@ -21,6 +21,7 @@ from karpenter_core.sdk.settings import (
     fraction,
     items,
     matching,
+    missing_options,
     text,
     url,
 )
@@ -247,18 +248,16 @@ class AzureSettings:
 
     def launch_problems(self) -> list[str]:
         """The settings a launch needs that are missing, as ``--flag (ENV)`` strings."""
-        required = {
-            "cluster-name": self.cluster_name,
-            "subscription-id": self.subscription_id,
-            "node-resource-group": self.node_resource_group,
-            "region": self.region,
-            "ssh-public-key": self.ssh_public_key,
-            "cluster-endpoint": self.cluster_endpoint,
-            "kubelet-bootstrap-token": self.kubelet_bootstrap_token,
-        }
-        env = {option.name: option.env for option in OPTIONS}
-        return [
-            f"{option_flag(PROVIDER, name)} ({option_env(PROVIDER, name)} or {env[name]})"
-            for name, value in required.items()
-            if not value
-        ]
+        return missing_options(
+            PROVIDER,
+            OPTIONS,
+            {
+                "cluster-name": self.cluster_name,
+                "subscription-id": self.subscription_id,
+                "node-resource-group": self.node_resource_group,
+                "region": self.region,
+                "ssh-public-key": self.ssh_public_key,
+                "cluster-endpoint": self.cluster_endpoint,
+                "kubelet-bootstrap-token": self.kubelet_bootstrap_token,
+            },
+        )

@@ -16,9 +16,14 @@ from __future__ import annotations
 
 import builtins
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from google.auth.exceptions import DefaultCredentialsError
 
 from karpenter_core.apis.v1.nodeclaim import NodeClaim
+from karpenter_core.sdk.kubeletconfig import KubeletConfiguration
 from karpenter_core.sdk.machines import MachineView
 from karpenter_core.sdk.nodeclass import NodeClassBinding
 from karpenter_core.sdk.offerings import UnavailableOfferings
@@ -66,24 +71,35 @@ def build_options(settings: GCPSettings, node_class: GCENodeClass | None) -> Bui
     if node_class is None:
         return base
     spec = node_class.spec
-    kubelet = spec.kubelet_configuration
+    kubelet = spec.kubelet_configuration or KubeletConfiguration()
     local_ssds = [d for d in spec.disks if d.category == "local-ssd"]
 
-    def pairs(values: dict[str, str] | None) -> tuple[tuple[str, str], ...]:
+    def pairs(values: Mapping[str, object] | None) -> tuple[tuple[str, str], ...]:
         return tuple(sorted((k, str(v)) for k, v in (values or {}).items()))
 
-    return BuildOptions(
-        settings.region,
-        max_pods=(kubelet.max_pods if kubelet and kubelet.max_pods else base.max_pods),
-        pods_per_core=kubelet.pods_per_core if kubelet else None,
+    return replace(
+        base,
+        max_pods=kubelet.max_pods or base.max_pods,
+        pods_per_core=kubelet.pods_per_core,
         boot_disk_gib=spec.boot_disk_gib(),
         local_ssd_gib=sum(d.size_gib or LOCAL_SSD_GIB for d in local_ssds),
         local_ssd_count=len(local_ssds),
-        kube_reserved=pairs(kubelet.kube_reserved if kubelet else None),
-        system_reserved=pairs(kubelet.system_reserved if kubelet else None),
-        eviction_hard=pairs(kubelet.eviction_hard if kubelet else None),
-        vm_memory_overhead_percent=settings.vm_memory_overhead_percent,
+        kube_reserved=pairs(kubelet.kube_reserved),
+        system_reserved=pairs(kubelet.system_reserved),
+        eviction_hard=pairs(kubelet.eviction_hard),
     )
+
+
+def _billing(clients: GCPClients) -> Any:
+    """The Cloud Billing client, the first client built: ``CloudProviderError`` in one line
+    when google-auth finds no credentials."""
+    try:
+        return clients.billing
+    except DefaultCredentialsError as error:
+        raise CloudProviderError(
+            "the gcp provider found no Google credentials (Workload Identity on GKE, "
+            f"GOOGLE_APPLICATION_CREDENTIALS elsewhere): {error}"
+        ) from None
 
 
 class GCPCloudProvider:
@@ -123,7 +139,7 @@ class GCPCloudProvider:
             pricing = GCPPricing(settings.region)
             catalog = Catalog.offline(settings.region, pricing, unavailable)
         else:
-            pricing = GCPPricing(settings.region, clients.billing)
+            pricing = GCPPricing(settings.region, _billing(clients))
             catalog = Catalog.live(clients, settings.region, pricing, unavailable)
         return cls(settings, clients, catalog, unavailable, context)
 

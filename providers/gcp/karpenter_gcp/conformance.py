@@ -34,7 +34,7 @@ from karpenter_gcp.nodeclass import (
     GCENodeClass,
     nodeclass_hash,
 )
-from karpenter_gcp.nodeclass_controller import resolve_status
+from karpenter_gcp.nodeclass_controller import StatusResolver
 from karpenter_gcp.testing import FakeGCE, fixtures
 
 __all__ = ["OPERATION_DELAY", "GCPProfile"]
@@ -50,7 +50,6 @@ UNMANAGED_TYPE = "n2-standard-2"
 _THROTTLED = {
     "instances.insert/list": r"/instances$",
     "instances.get/delete": r"/instances/[^/]+$",
-    "zoneOperations.wait": r"/operations/[^/]+/wait$",
 }
 """Calls ``cloud_errors`` can throttle (by path: both methods of a path) -> path pattern."""
 
@@ -72,7 +71,7 @@ class GCPProfile:
         self._fake = FakeGCE(PROJECT, REGION, operation_delay=OPERATION_DELAY).start()
         version = _cluster_version()
         if version:
-            _publish_node_images(self._fake, version)
+            self._fake.publish_node_images(version)
             self._version = version
 
     def reset(self) -> None:
@@ -154,9 +153,8 @@ class GCPProfile:
         return provider_id(PROJECT, zone, name)
 
     def cloud_errors(self, actions: Iterable[str], count: int = 1000) -> None:
-        """The fake answers these calls (``instances.insert/list``, ``instances.get/delete``,
-        ``zoneOperations.wait``) with 429 rateLimitExceeded, ``count`` times each or until
-        ``clear_faults``."""
+        """The fake answers these calls (``instances.insert/list``, ``instances.get/delete``)
+        with 429 rateLimitExceeded, ``count`` times each or until ``clear_faults``."""
         for action in actions:
             if action not in _THROTTLED:
                 raise ValueError(
@@ -173,15 +171,8 @@ class GCPProfile:
     def _with_status(self, manifest: dict[str, Any], ready: bool) -> dict[str, Any]:
         node_class = GCENodeClass.model_validate(manifest)
         clients = self.clients()
-        status, _ = resolve_status(
-            node_class,
-            images_client=clients.images,
-            subnetworks_client=clients.subnetworks,
-            project=PROJECT,
-            region=REGION,
-            kubernetes_version=self._version,
-            now=datetime.now(UTC),
-        )
+        resolve = StatusResolver(clients.images, clients.subnetworks, PROJECT, REGION)
+        status, _ = resolve(node_class, self._version, datetime.now(UTC))
         if not ready:
             generation = manifest["metadata"].get("generation", 1)
             message = "the subnetwork is not found (conformance)"
@@ -217,23 +208,3 @@ def _cluster_version() -> str:
     except Exception:  # no reachable API: the fixture's versions serve
         return ""
     return str(info.git_version)
-
-
-def _publish_node_images(fake: FakeGCE, version: str) -> None:
-    """Copies of the fake's newest GKE version's node images, named for ``version``."""
-    newest = fixtures.GKE_VERSIONS[-1].split("-gke.")[0]
-    match = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
-    if match is None:
-        return
-    major, minor, patch = match.groups()
-    renames = (
-        (f"gke-{newest.replace('.', '')}-", f"gke-{major}{minor}{patch}-"),
-        (f"-{'-'.join(newest.split('.')[:2])}-", f"-{major}-{minor}-"),
-    )
-    for images in fake.images.values():
-        for image in [i for i in images if newest.replace(".", "-") in str(i.get("labels"))]:
-            name = image["name"]
-            for old, new in renames:
-                name = name.replace(old, new, 1)
-            labels = {"kubernetes-version": f"{major}-{minor}-{patch}"}
-            images.append({**image, "name": name, "labels": labels})

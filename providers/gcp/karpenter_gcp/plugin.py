@@ -13,7 +13,7 @@ from karpenter_core.sdk.record import (
     ProviderContext,
     ProviderRecord,
     hookimpl,
-    offline_default,
+    offline_fallback,
     packaged_file,
     packaged_text,
 )
@@ -30,16 +30,9 @@ __all__ = ["karpenter_register_providers"]
 def _factory(context: ProviderContext) -> CloudProvider:
     from karpenter_gcp.cloudprovider import GCPCloudProvider
 
-    context = offline_default(context, "region", lambda: _offline_region(context))
+    where = "GCP region (--region, CLUSTER_LOCATION)"
+    context = offline_fallback(context, "region", FALLBACK_REGION, where)
     return GCPCloudProvider.from_context(context)
-
-
-def _offline_region(context: ProviderContext) -> str:
-    """Offline (``karpenter simulate``), no region given: the fallback, with a warning."""
-    context.logger.warning(
-        "no GCP region is configured (--region, CLUSTER_LOCATION); using %s", FALLBACK_REGION
-    )
-    return FALLBACK_REGION
 
 
 def _conformance() -> GCPProfile:

@@ -14,70 +14,44 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from karpenter_core.sdk.record import ProviderOption, option_env, option_flag
-from karpenter_core.sdk.settings import OptionError, OptionReader, boolean, fraction, matching, url
+from karpenter_core.sdk.record import ProviderOption
+from karpenter_core.sdk.settings import (
+    OptionError,
+    OptionReader,
+    boolean,
+    fraction,
+    matching,
+    missing_options,
+    url,
+)
 
 __all__ = ["FALLBACK_REGION", "OPTIONS", "PROVIDER", "GCPSettings", "SettingsError"]
 
-OPTIONS = (
-    ProviderOption(
-        "project-id",
-        "Google Cloud project of the GKE cluster; its instances go there (required to launch)",
-        env="PROJECT_ID",
-        simulate=False,
-    ),
-    ProviderOption(
-        "region",
-        "Region of the cluster's nodes, e.g. us-central1 (offline, us-central1 when none is set)",
-        env="CLUSTER_LOCATION",
-    ),
-    ProviderOption(
-        "cluster-location",
-        "Location of the GKE cluster itself: its region, or a zone for a zonal cluster "
-        "(default: the region)",
-        env="NODE_LOCATION",
-        simulate=False,
-    ),
-    ProviderOption(
-        "cluster-name",
-        "Name of the GKE cluster; labels every instance Karpenter creates (required to launch)",
-        env="CLUSTER_NAME",
-        simulate=False,
-    ),
-    ProviderOption(
-        "node-pool",
-        "GKE node pool whose instance template new nodes copy their bootstrap metadata, "
-        "network and service account from",
-        default="default-pool",
-        env="DEFAULT_NODEPOOL_TEMPLATE_NAME",
-        simulate=False,
-    ),
-    ProviderOption(
-        "service-account",
-        "Service account of instances whose GCENodeClass names none (default: the node "
-        "pool template's)",
-        env="DEFAULT_NODEPOOL_SERVICE_ACCOUNT",
-        simulate=False,
-    ),
-    ProviderOption(
-        "interruption",
-        "Delete the NodeClaims of preempted spot instances at once (reads zone operations)",
-        default="true",
-        env="INTERRUPTION",
-        simulate=False,
-    ),
-    ProviderOption(
-        "vm-memory-overhead-percent",
-        "Fraction of a VM's memory the hypervisor and guest kernel keep",
-        default="0.07",
-        env="VM_MEMORY_OVERHEAD_PERCENT",
-    ),
-    ProviderOption(
-        "api-endpoint",
-        "Endpoint of the Compute, GKE and Cloud Billing APIs (testing against the fake GCE "
-        "server; default: Google's); anonymous credentials when set",
-        simulate=False,
-    ),
+_DECLARED = (
+    # name, help, default, upstream's variable, read by simulate
+    ("project-id", "Google Cloud project of the GKE cluster; its instances go there (required "
+     "to launch)", None, "PROJECT_ID", False),
+    ("region", "Region of the cluster's nodes, e.g. us-central1 (offline, us-central1 when none "
+     "is set)", None, "CLUSTER_LOCATION", True),
+    ("cluster-location", "Location of the GKE cluster itself: its region, or a zone for a zonal "
+     "cluster (default: the region)", None, "NODE_LOCATION", False),
+    ("cluster-name", "Name of the GKE cluster; labels every instance Karpenter creates "
+     "(required to launch)", None, "CLUSTER_NAME", False),
+    ("node-pool", "GKE node pool whose instance template new nodes copy their bootstrap "
+     "metadata, network and service account from", "default-pool",
+     "DEFAULT_NODEPOOL_TEMPLATE_NAME", False),
+    ("service-account", "Service account of instances whose GCENodeClass names none (default: "
+     "the node pool template's)", None, "DEFAULT_NODEPOOL_SERVICE_ACCOUNT", False),
+    ("interruption", "Delete the NodeClaims of preempted spot instances at once (reads zone "
+     "operations)", "true", "INTERRUPTION", False),
+    ("vm-memory-overhead-percent", "Fraction of a VM's memory the hypervisor and guest kernel "
+     "keep", "0.07", "VM_MEMORY_OVERHEAD_PERCENT", True),
+    ("api-endpoint", "Endpoint of the Compute, GKE and Cloud Billing APIs, with no credentials "
+     "(testing against the fake GCE server; default: Google's)", None, None, False),
+)  # fmt: skip
+OPTIONS = tuple(
+    ProviderOption(name, help_, default=default, env=env, simulate=simulate)
+    for name, help_, default, env, simulate in _DECLARED
 )
 
 PROVIDER = "gcp"
@@ -134,11 +108,6 @@ class GCPSettings:
             api_endpoint=get("api-endpoint", url("http", "https", example="http://127.0.0.1:8080")),
         )
 
-    @property
-    def project(self) -> str:
-        """The project ID (the name the GCENodeClass controller reads)."""
-        return self.project_id
-
     def launch_problems(self) -> list[str]:
         """The settings a launch needs that are missing, as ``--flag (ENV or FORMER)``."""
         required = {
@@ -147,9 +116,4 @@ class GCPSettings:
             "cluster-name": self.cluster_name,
             "node-pool": self.node_pool,
         }
-        env = {option.name: option.env for option in OPTIONS}
-        return [
-            f"{option_flag(PROVIDER, name)} ({option_env(PROVIDER, name)} or {env[name]})"
-            for name, value in required.items()
-            if not value
-        ]
+        return missing_options(PROVIDER, OPTIONS, required)

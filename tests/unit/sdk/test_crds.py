@@ -11,7 +11,7 @@ from karpenter_core.sdk import crds
 from karpenter_core.sdk.record import API_VERSION, NodeClassInfo, ProviderRecord
 
 
-@pytest.mark.parametrize("provider", ["aws", "azure", "kwok"])
+@pytest.mark.parametrize("provider", ["aws", "azure", "gcp", "kwok"])
 def test_the_shipped_crds_are_what_the_writer_writes(provider: str) -> None:
     record = registry.discover().records[provider]
     assert record.node_classes

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from karpenter_core.sdk.record import (
     ProviderContext,
     is_offline,
     offline_default,
+    offline_fallback,
     packaged_file,
     packaged_text,
 )
@@ -41,3 +43,11 @@ def test_an_offline_default_fills_only_a_missing_option_offline() -> None:
     live = ProviderContext(kube_client=object())
     assert offline_default(live, "region", default) is live
     assert asked == ["region"]
+
+
+def test_an_offline_fallback_is_logged_when_used(caplog: pytest.LogCaptureFixture) -> None:
+    offline = offline_fallback(ProviderContext(), "region", "us-central1", "region (--region)")
+    assert offline.settings == {"region": "us-central1"}
+    assert "no region (--region) is configured; using us-central1" in caplog.text
+    given = ProviderContext(settings={"region": "europe-west4"})
+    assert offline_fallback(given, "region", "us-central1", "region") is given

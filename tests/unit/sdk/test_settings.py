@@ -19,6 +19,7 @@ from karpenter_core.sdk.settings import (
     fraction,
     items,
     matching,
+    missing_options,
     port,
     positive_number,
     text,
@@ -131,3 +132,12 @@ def test_the_reader_names_the_options_prefixed_flag() -> None:
 def test_an_option_error_is_a_cloud_provider_error() -> None:
     # the CLI reports CloudProviderError from a provider's factory as one line
     assert issubclass(OptionError, CloudProviderError)
+
+
+def test_missing_options_name_the_flag_and_both_variables() -> None:
+    options = (ProviderOption("region", "h", env="FAKE_REGION"), *OPTIONS[1:])
+    values = {"region": "", "reserved-enis": 2, "fake-endpoint-url": None}
+    assert missing_options("fake", options, values) == [
+        "--fake-region (KARPENTER_FAKE_REGION or FAKE_REGION)",
+        "--fake-endpoint-url (KARPENTER_FAKE_ENDPOINT_URL)",
+    ]

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import google.auth
 import pytest
+from google.auth.exceptions import DefaultCredentialsError
 
 from karpenter_conformance.fakekube import FakeKube
 from karpenter_core.apis import labels as wk
@@ -120,6 +122,17 @@ def test_preemption_handling_can_be_turned_off() -> None:
     assert controllers({**settings, "gcp_interruption": "false"}) == ["NodeClassController"]
 
 
+def test_no_google_credentials_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_credentials(**_: Any) -> Any:
+        raise DefaultCredentialsError("Your default credentials were not found.")
+
+    monkeypatch.setattr(google.auth, "default", no_credentials)
+    settings = {"gcp_region": "us-central1", "gcp_project_id": "my-project"}
+    context = ProviderContext(settings=RECORD.settings(settings), kube_client=FakeKube())
+    with pytest.raises(CloudProviderError, match=r"^the gcp provider found no Google credentials"):
+        RECORD.factory(context)
+
+
 # -- live, against the fake GCE server --------------------------------------------------------
 
 
@@ -151,15 +164,15 @@ def test_a_stockout_moves_the_next_create_to_another_zone(
 ) -> None:
     profile, provider = live
     on_demand = {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}
-    first = provider.create(nodeclaim("first", on_demand))
-    labels = first.metadata.labels
-    profile.insufficient_capacity(labels[wk.INSTANCE_TYPE], labels[wk.TOPOLOGY_ZONE], "on-demand")
-    same_type = {"key": wk.INSTANCE_TYPE, "operator": "In", "values": [labels[wk.INSTANCE_TYPE]]}
+    n2 = {"key": wk.INSTANCE_TYPE, "operator": "In", "values": ["n2-standard-2"]}  # 4 zones
+    first = provider.create(nodeclaim("first", on_demand, n2))
+    zone = first.metadata.labels[wk.TOPOLOGY_ZONE]
+    profile.insufficient_capacity("n2-standard-2", zone, "on-demand")
     with pytest.raises(InsufficientCapacity, match="ZONE_RESOURCE_POOL_EXHAUSTED"):
-        provider.create(nodeclaim("second", on_demand, same_type))
-    moved = provider.create(nodeclaim("second", on_demand, same_type))
-    assert moved.metadata.labels[wk.INSTANCE_TYPE] == labels[wk.INSTANCE_TYPE]
-    assert moved.metadata.labels[wk.TOPOLOGY_ZONE] != labels[wk.TOPOLOGY_ZONE]
+        provider.create(nodeclaim("second", on_demand, n2))
+    moved = provider.create(nodeclaim("second", on_demand, n2))
+    assert moved.metadata.labels[wk.INSTANCE_TYPE] == "n2-standard-2"
+    assert moved.metadata.labels[wk.TOPOLOGY_ZONE] != zone
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from google.api_core import exceptions
 
 from karpenter_conformance.suite.runner import run
 from karpenter_core.cloudprovider.registry import discover
-from karpenter_gcp.conformance import PROJECT, REGION, GCPProfile, _publish_node_images
+from karpenter_gcp.conformance import PROJECT, REGION, GCPProfile
 
 # the suite runs its own pytest session in this process, with a fake GCE server
 pytestmark = pytest.mark.slow
@@ -48,7 +48,7 @@ def test_node_images_of_the_clusters_version_are_published() -> None:
     profile = GCPProfile()
     profile.start()
     try:
-        _publish_node_images(profile._server, "v1.36.3")
+        profile._server.publish_node_images("v1.36.3")
         profile._version = "v1.36.3"
         images = [i["sourceImage"] for i in profile.node_class()["status"]["images"]]
     finally:
