@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from google.cloud import compute_v1
+
+from karpenter_core.sdk.offerings import UnavailableOfferings
 from karpenter_gcp import catalog
 from karpenter_gcp.catalog import (
     Catalog,
@@ -24,8 +26,6 @@ from karpenter_gcp.catalog import (
 )
 from karpenter_gcp.instancetype import RESOURCE_NVIDIA_GPU, BuildOptions
 from karpenter_gcp.pricing import GCPPricing
-
-from karpenter_core.sdk.offerings import UnavailableOfferings
 
 GENERATOR = Path(__file__).resolve().parents[2] / "scripts" / "generate_catalog.py"
 DATA = Path(catalog.__file__).parent / "data" / "machinetypes.json.gz"

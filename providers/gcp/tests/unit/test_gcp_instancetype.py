@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+
+from karpenter_core.apis.requirements import Operator
 from karpenter_gcp.instancetype import (
     INSTANCE_LABELS,
     LABEL_GKE_ACCELERATOR,
@@ -13,8 +15,6 @@ from karpenter_gcp.instancetype import (
     kube_reserved,
     name_labels,
 )
-
-from karpenter_core.apis.requirements import Operator
 
 GIB = 2**30
 MIB = 2**20

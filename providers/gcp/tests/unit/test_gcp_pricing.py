@@ -7,6 +7,7 @@ import json
 
 import pytest
 from google.cloud import billing_v1
+
 from karpenter_gcp.catalog import offline_machine_types, packaged_prices
 from karpenter_gcp.instancetype import MachineType
 from karpenter_gcp.pricing import COMPUTE_SERVICE, GCPPricing, family_key, rates, sku_rate
