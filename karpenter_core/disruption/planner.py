@@ -24,6 +24,7 @@ from karpenter_core.disruption.candidates import Candidate, candidates, drift_or
 from karpenter_core.disruption.drift import NodePoolShape, nodepool_drift
 from karpenter_core.disruption.projection import settle_claims
 from karpenter_core.disruption.simulation import Simulator, bound_to, remaining
+from karpenter_core.scheduling.cluster import in_flight
 from karpenter_core.scheduling.scheduler import Minimize, NewNodeClaim, Results
 from karpenter_core.scheduling.snapshot import NodeInfo, Snapshot
 
@@ -496,9 +497,10 @@ def _apply(
             node = copy.copy(node)
             node.pods = [*node.pods, *(bound_to(p, node.name) for p in moved)]
         nodes.append(node)
-    claims, launching = settle_claims(
-        remaining(snapshot.nodeclaims, command.candidates), results.existing
-    )
+    kept = remaining(snapshot.nodeclaims, command.candidates)
+    flying = {id(claim) for claim in in_flight(kept, nodes)}
+    claims, launching = settle_claims([c for c in kept if id(c) in flying], results.existing)
+    claims += [c for c in kept if id(c) not in flying]  # paired with a node that stays
     nodes.extend(launching)
     taken = {n.name for n in nodes} | names
     for launched in [*command.replacements, *command.provisioned]:

@@ -264,9 +264,9 @@ def test_a_node_with_a_local_volume_can_be_replaced(source):
 # --- later commands planned on the cluster as earlier ones leave it -------------------------------
 
 
-def claim_of(info: NodeInfo, registered: bool = True) -> NodeClaim:
+def claim_of(info: NodeInfo, registered: bool = True, same_name: bool = False) -> NodeClaim:
     """The NodeClaim of a node (its providerID, its node name unless not ``registered`` yet,
-    its allocatable)."""
+    its allocatable), named ``<node>-claim``, or as the node when ``same_name`` (as KWOK's)."""
     status: dict[str, Any] = {
         "providerID": info.provider_id,
         "allocatable": {
@@ -281,7 +281,10 @@ def claim_of(info: NodeInfo, registered: bool = True) -> NodeClaim:
         {
             "apiVersion": "karpenter.sh/v1",
             "kind": "NodeClaim",
-            "metadata": {"name": f"{info.name}-claim", "labels": {NODEPOOL: "default"}},
+            "metadata": {
+                "name": info.name if same_name else f"{info.name}-claim",
+                "labels": {NODEPOOL: "default"},
+            },
             "spec": {
                 "nodeClassRef": {"group": "example.com", "kind": "ExampleNodeClass", "name": "x"},
                 "requirements": [{"key": NODEPOOL, "operator": "In", "values": ["default"]}],
@@ -291,8 +294,8 @@ def claim_of(info: NodeInfo, registered: bool = True) -> NodeClaim:
     )
 
 
-def with_claims(cluster: Snapshot) -> Snapshot:
-    return replace(cluster, nodeclaims=[claim_of(n) for n in cluster.nodes])
+def with_claims(cluster: Snapshot, same_name: bool = False) -> Snapshot:
+    return replace(cluster, nodeclaims=[claim_of(n, same_name=same_name) for n in cluster.nodes])
 
 
 def homeless(cluster: Snapshot, result: Plan) -> list[str]:
@@ -302,7 +305,10 @@ def homeless(cluster: Snapshot, result: Plan) -> list[str]:
     after = result.cluster
     assert after is not None
     registered = {c.metadata.name for c in cluster.nodeclaims if c.status.node_name}
+    registered -= {n.name for n in cluster.nodes}
     wrong = [f"pods moved onto NodeClaim {n.name}" for n in after.nodes if n.name in registered]
+    names = [n.name for n in after.nodes]
+    wrong += [f"{name} is there twice" for name in sorted(set(names)) if names.count(name) > 1]
     where = {p.key: n for n in after.nodes for p in n.pods}
     for p in (p for n in cluster.nodes for p in n.pods):
         if p.key not in where:
@@ -327,6 +333,19 @@ def test_later_commands_never_move_pods_onto_the_nodeclaims_of_nodes_already_rem
     cluster = with_claims(snapshot(nodes, [pool(budgets=ALL)]))
     result = plan(cluster, NOW)
     assert summary(result) == [("underutilized", ["n-0", "n-1", "n-2"], [("c-8", "spot")])]
+    assert homeless(cluster, result) == []
+
+
+def test_a_node_whose_nodeclaim_has_its_name_stays_one_node_when_pods_move_onto_it():
+    # (no upstream case: see above.) KWOK names a node as its NodeClaim. Deleting the small node
+    # moves its pod onto the big one; the big one's NodeClaim is that node, not a second one.
+    nodes = [
+        node("big", "c-8", capacity_type="spot", pods=pods("a", "big", 1, cpu="6")),
+        node("small", "c-2", pods=pods("b", "small", 1, cpu="500m")),
+    ]
+    cluster = with_claims(snapshot(nodes, [pool(budgets=ALL)]), same_name=True)
+    result = plan(cluster, NOW)
+    assert summary(result)
     assert homeless(cluster, result) == []
 
 
@@ -366,7 +385,7 @@ def clusters(draw: st.DrawFn) -> tuple[Snapshot, Options]:
         requirements=AMD64 if draw(st.booleans()) else (),
         expire_after="1h" if draw(st.integers(0, 4)) == 0 else None,
     )
-    cluster = with_claims(snapshot(nodes, [nodepool]))
+    cluster = with_claims(snapshot(nodes, [nodepool]), same_name=draw(st.booleans()))
     if draw(st.booleans()):
         cluster.nodeclaims.append(claim_of(node("launching", "c-4"), registered=False))
     options = Options(spot_to_spot=draw(st.booleans()))

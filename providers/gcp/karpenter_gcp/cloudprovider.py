@@ -82,7 +82,7 @@ def build_options(settings: GCPSettings, node_class: GCENodeClass | None) -> Bui
         max_pods=kubelet.max_pods or base.max_pods,
         pods_per_core=kubelet.pods_per_core,
         boot_disk_gib=spec.boot_disk_gib(),
-        local_ssd_gib=sum(d.size_gib or LOCAL_SSD_GIB for d in local_ssds),
+        local_ssd_gib=LOCAL_SSD_GIB * len(local_ssds),
         local_ssd_count=len(local_ssds),
         kube_reserved=pairs(kubelet.kube_reserved),
         system_reserved=pairs(kubelet.system_reserved),

@@ -36,7 +36,12 @@ COS_PROJECT = "gke-node-images"
 UBUNTU_PROJECT = "ubuntu-os-gke-cloud"
 _COS_IMAGES = f"projects/{COS_PROJECT}/global/images"
 _UBUNTU_IMAGES = f"projects/{UBUNTU_PROJECT}/global/images"
-_ARCHITECTURES = {"X86_64": ARCH_AMD64, "ARM64": ARCH_ARM64}
+_ARCHITECTURES = {
+    "X86_64": ARCH_AMD64,
+    "ARM64": ARCH_ARM64,
+    "": ARCH_AMD64,  # unset on many custom images: x86
+    "ARCHITECTURE_UNSPECIFIED": ARCH_AMD64,
+}
 _RETIRED = ("DEPRECATED", "OBSOLETE", "DELETED")
 _COS_SKIP = ("arm64", "kmod", "nvda", "gvisor", "-test", "cgpv1")
 

@@ -54,6 +54,7 @@ CONDITION_TYPES = (CONDITION_IMAGES_READY, CONDITION_SUBNETWORK_READY)
 
 _SERVICE_ACCOUNT = r"^[^@]+@(developer\.gserviceaccount\.com|[^@]+\.iam\.gserviceaccount\.com)$"
 _NETWORK_TAG = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+_LABEL_VALUE = "^[a-z0-9_-]{0,63}$"
 _COS_VERSION = "[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+"
 _UBUNTU_VERSION = "v[0-9]{8}"
 _COS_FORM = "'milestone.build.build.build' (e.g. '125.19216.104.126')"
@@ -140,6 +141,18 @@ _LABEL_RULES = ruled(
          lambda m: not any(k.startswith("kubernetes.io/cluster") for k in m)),
     *map(_key_refused, (*_RESTRICTED_LABELS, f"{GROUP}/gcenodeclass")),
 )
+_DISKS_RULES = ruled(
+    Rule("self.filter(d, has(d.boot) && d.boot).size() <= 1", "at most one disk may be the boot disk",
+         lambda disks: sum(d.boot for d in disks) <= 1),
+    Rule("self.all(d, !(has(d.boot) && d.boot && has(d.category) && d.category == 'local-ssd'))",
+         "a local SSD cannot be the boot disk",
+         lambda disks: not any(d.boot and d.category == "local-ssd" for d in disks)),
+    Rule("self.all(d, !(has(d.category) && d.category == 'local-ssd' && has(d.sizeGiB) && "
+         "d.sizeGiB != 375))",
+         "a local SSD has GCE's fixed size: sizeGiB 375 or unset",
+         lambda disks: not any(d.category == "local-ssd" and d.size_gib not in (None, 375)
+                               for d in disks)),
+)
 _METADATA_RULES = ruled(
     Rule(" && ".join(f"!('{key}' in self)" for key in RESERVED_METADATA),
          "spec.metadata contains a reserved GKE metadata key",
@@ -198,7 +211,7 @@ class GCENodeClassSpec(KubeModel):
         Annotated[str, *_pattern(_SERVICE_ACCOUNT, "a service account email")] | None
     ) = None
     """The IAM service account email of the instances."""
-    disks: Annotated[list[Disk], Field(max_length=10)] = Field(default_factory=list)
+    disks: Annotated[list[Disk], Field(max_length=10), *_DISKS_RULES] = Field(default_factory=list)
     """The disks of the instances (at most 10); none: a 100 GiB boot disk."""
     image_selector_terms: Annotated[
         list[Annotated[ImageSelectorTerm, *_TERM_RULES]],
@@ -210,9 +223,11 @@ class GCENodeClassSpec(KubeModel):
     """The image family when no alias term names one."""
     kubelet_configuration: KubeletConfiguration | None = None
     """Kubelet settings of the nodes."""
-    labels: Annotated[dict[str, str], Field(max_length=20), *_LABEL_RULES] = Field(
-        default_factory=dict
-    )
+    labels: Annotated[
+        dict[str, Annotated[str, *_pattern(_LABEL_VALUE, "a GCE label value")]],
+        Field(max_length=20),
+        *_LABEL_RULES,
+    ] = Field(default_factory=dict)
     """Labels of the instances (at most 20)."""
     metadata: Annotated[dict[str, str], *_METADATA_RULES] = Field(default_factory=dict)
     """Custom instance metadata (not the keys the GKE bootstrap owns)."""

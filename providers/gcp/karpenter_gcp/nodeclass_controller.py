@@ -68,7 +68,9 @@ class StatusResolver:
         images, verdicts[CONDITION_IMAGES_READY] = self._images(
             node_class, kubernetes_version, earlier.get(CONDITION_IMAGES_READY)
         )
-        subnetwork, verdicts[CONDITION_SUBNETWORK_READY] = self._subnetwork(node_class)
+        subnetwork, verdicts[CONDITION_SUBNETWORK_READY] = self._subnetwork(
+            node_class, earlier.get(CONDITION_SUBNETWORK_READY)
+        )
         verdicts[CONDITION_READY] = ready_verdict(verdicts, CONDITION_TYPES)
         conditions = stamp_conditions(
             verdicts, node_class.status.conditions, now, node_class.metadata.generation
@@ -90,7 +92,9 @@ class StatusResolver:
             )
         return images, Verdict.true(CONDITION_IMAGES_READY)
 
-    def _subnetwork(self, node_class: GCENodeClass) -> tuple[str | None, Verdict]:
+    def _subnetwork(
+        self, node_class: GCENodeClass, previous: Condition | None
+    ) -> tuple[str | None, Verdict]:
         config = node_class.spec.network_config
         given = config.subnetwork if config is not None else None
         if not given:
@@ -106,7 +110,7 @@ class StatusResolver:
             return None, Verdict("False", "SubnetworkNotFound", f"subnetwork {path} not found")
         except GoogleAPICallError as error:
             message = f"reading subnetwork {path} failed: {error.message}"
-            verdict = Verdict("False", "SubnetworkUnknownError", message, cloud_error=True)
+            verdict = kept_verdict(previous, "SubnetworkUnknownError", message)
             return node_class.status.subnetwork, verdict
         return path, Verdict.true(CONDITION_SUBNETWORK_READY)
 

@@ -166,6 +166,22 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
         "spec.serviceAccount in body should match",
     ),
     "a small disk": (_with(disks=[{"sizeGiB": 9}]), "size invalid"),
+    "two boot disks": (
+        _with(disks=[{"boot": True}, {"sizeGiB": 50, "boot": True}]),
+        "at most one disk may be the boot disk",
+    ),
+    "a local SSD boot disk": (
+        _with(disks=[{"category": "local-ssd", "boot": True}]),
+        "a local SSD cannot be the boot disk",
+    ),
+    "a local SSD of another size": (
+        _with(disks=[{"category": "local-ssd", "sizeGiB": 3000}]),
+        "a local SSD has GCE's fixed size: sizeGiB 375 or unset",
+    ),
+    "a label value with a space": (
+        _with(labels={"team": "machine learning"}),
+        "should match '^[a-z0-9_-]{0,63}$'",
+    ),
     "an unknown disk category": (
         _with(disks=[{"sizeGiB": 10, "category": "pd-fast"}]),
         'Unsupported value: "pd-fast"',

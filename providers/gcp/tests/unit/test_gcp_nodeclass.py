@@ -26,7 +26,14 @@ def test_the_model_refuses_naming_the_field(spec: dict[str, Any], message: str) 
 
 
 def test_the_model_says_what_the_crd_says() -> None:
-    for name in ("a channel beside COS latest", "a reserved metadata key", "a small disk"):
+    for name in (
+        "a channel beside COS latest",
+        "a reserved metadata key",
+        "a small disk",
+        "two boot disks",
+        "a local SSD boot disk",
+        "a local SSD of another size",
+    ):
         spec, message = BAD[name]
         assert message in (model_error(spec) or ""), name
 
